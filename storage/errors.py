@@ -1,0 +1,341 @@
+"""Every error text the engine and the command parsers can produce.
+
+Redis is the reference for all of these, word for word: a client that
+greps for ``NOGROUP`` or matches on Redis's message must see the same
+text from xs.  Nothing else in the code base spells out an error text;
+it calls one of the helpers below.  The text is the full wire text,
+error code included (``ERR ...``, ``NOGROUP ...``, ``BUSYGROUP ...``).
+"""
+
+
+class RedisError(Exception):
+    """An error reply.  ``text`` is the full Redis error text, code first."""
+
+    def __init__(self, text):
+        Exception.__init__(self, text)
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+def _s(b):
+    """Bytes from the user, shown inside an error message."""
+    if isinstance(b, bytes):
+        return b.decode("utf-8", "surrogateescape")
+    return str(b)
+
+
+# ----------------------------------------------------------- generic errors
+
+def syntax():
+    return RedisError("ERR syntax error")
+
+
+def not_integer():
+    return RedisError("ERR value is not an integer or out of range")
+
+
+def wrong_arity(fullname):
+    return RedisError("ERR wrong number of arguments for '%s' command" % fullname)
+
+
+def unknown_command(name, args):
+    shown = "".join("'%s' " % _s(a)[:128] for a in args)
+    return RedisError("ERR unknown command '%s', with args beginning with: %s" % (_s(name)[:128], shown))
+
+
+def unknown_subcommand(sub, container):
+    return RedisError("ERR unknown subcommand '%s'. Try %s HELP." % (_s(sub)[:128], container.upper()))
+
+
+def no_such_key():
+    return RedisError("ERR no such key")
+
+
+def invalid_cursor():
+    return RedisError("ERR invalid cursor")
+
+
+def internal(exc):
+    return RedisError("ERR internal error: %s" % (exc,))
+
+
+# ----------------------------------------------------------------- stream IDs
+
+def invalid_id():
+    return RedisError("ERR Invalid stream ID specified as stream command argument")
+
+
+def invalid_start():
+    return RedisError("ERR invalid start ID for the interval")
+
+
+def invalid_end():
+    return RedisError("ERR invalid end ID for the interval")
+
+
+# ----------------------------------------------------------------------- XADD
+
+def xadd_zero_id():
+    return RedisError("ERR The ID specified in XADD must be greater than 0-0")
+
+
+def xadd_id_too_small():
+    return RedisError("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+
+
+def xadd_exhausted():
+    return RedisError("ERR The stream has exhausted the last possible ID, unable to add more items")
+
+
+def maxlen_negative():
+    return RedisError("ERR The MAXLEN argument must be >= 0.")
+
+
+def limit_negative():
+    return RedisError("ERR The LIMIT argument must be >= 0.")
+
+
+def maxlen_and_minid():
+    return RedisError("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
+
+
+def limit_without_strategy():
+    return RedisError("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
+
+
+def xtrim_without_strategy():
+    return RedisError("ERR syntax error, XTRIM must be called with a trimming strategy")
+
+
+def limit_without_approx():
+    return RedisError("ERR syntax error, LIMIT cannot be used without the special ~ option")
+
+
+def idmp_explicit_id():
+    return RedisError("ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs")
+
+
+def idmp_twice():
+    return RedisError("ERR syntax error, IDMP/IDMPAUTO specified multiple times")
+
+
+def idmp_empty_pid(opt):
+    return RedisError("ERR syntax error, %s requires a non-empty producer ID" % opt)
+
+
+def idmp_empty_iid():
+    return RedisError("ERR syntax error, IDMP requires a non-empty idempotent ID")
+
+
+def idmp_duration_range():
+    return RedisError("ERR IDMP-DURATION must be between 1 and 86400 seconds")
+
+
+def idmp_maxsize_range():
+    return RedisError("ERR IDMP-MAXSIZE must be between 1 and 10000 entries")
+
+
+def xcfgset_twice(opt):
+    return RedisError("ERR %s specified multiple times" % opt)
+
+
+def xcfgset_no_option():
+    return RedisError("ERR At least one parameter must be specified")
+
+
+# --------------------------------------------------------------------- XSETID
+
+def xsetid_smaller_than_maxdel_arg():
+    return RedisError("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")
+
+
+def xsetid_smaller_than_maxdel():
+    return RedisError("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id")
+
+
+def xsetid_smaller_than_top():
+    return RedisError("ERR The ID specified in XSETID is smaller than the target stream top item")
+
+
+def xsetid_entries_added_small():
+    return RedisError("ERR The entries_added specified in XSETID is smaller than the target stream length")
+
+
+def entries_added_negative():
+    return RedisError("ERR entries_added must be positive")
+
+
+# ---------------------------------------------------------------- XREAD family
+
+def timeout_not_integer():
+    return RedisError("ERR timeout is not an integer or out of range")
+
+
+def timeout_negative():
+    return RedisError("ERR timeout is negative")
+
+
+def timeout_out_of_range():
+    return RedisError("ERR timeout is out of range")
+
+
+def xread_unbalanced(xreadgroup):
+    if xreadgroup:
+        return RedisError("ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.")
+    return RedisError("ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.")
+
+
+def group_only_xreadgroup():
+    return RedisError("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
+
+
+def noack_only_xreadgroup():
+    return RedisError("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
+
+
+def claim_only_xreadgroup():
+    return RedisError("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
+
+
+def missing_group_option():
+    return RedisError("ERR Missing GROUP option for XREADGROUP")
+
+
+def dollar_in_xreadgroup():
+    return RedisError("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history "
+                      "of this consumer by specifying a proper ID, or use the > ID to get new messages. "
+                      "The $ ID would just return an empty result set.")
+
+
+def plus_in_xreadgroup():
+    return RedisError("ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history "
+                      "of this consumer by specifying a proper ID, or use the > ID to get new messages. "
+                      "The + ID would just return an empty result set.")
+
+
+def gt_in_xread():
+    return RedisError("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> "
+                      "<consumer> option.")
+
+
+def maxcount_invalid():
+    return RedisError("ERR MAXCOUNT must be a positive integer")
+
+
+def maxcount_below_count():
+    return RedisError("ERR MAXCOUNT must be greater than or equal to COUNT")
+
+
+def maxsize_invalid():
+    return RedisError("ERR MAXSIZE must be a positive integer")
+
+
+def min_idle_not_integer():
+    return RedisError("ERR min-idle-time is not an integer or out of range")
+
+
+def min_idle_negative():
+    return RedisError("ERR min-idle-time must be a positive integer")
+
+
+# ------------------------------------------------------------ consumer groups
+
+def nogroup_xreadgroup(key, group):
+    return RedisError("NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP option"
+                      % (_s(key), _s(group)))
+
+
+def nogroup_key(key, group):
+    """NOGROUP as XPENDING, XCLAIM, XAUTOCLAIM, XGROUP SETID/DELCONSUMER/... word it."""
+    return RedisError("NOGROUP No such key '%s' or consumer group '%s'" % (_s(key), _s(group)))
+
+
+def nogroup_for_key(key, group):
+    """NOGROUP as XINFO CONSUMERS words it."""
+    return RedisError("NOGROUP No such consumer group '%s' for key name '%s'" % (_s(group), _s(key)))
+
+
+def busygroup():
+    return RedisError("BUSYGROUP Consumer Group name already exists")
+
+
+def xgroup_mkstream_needed():
+    return RedisError("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may "
+                      "want to use the MKSTREAM option to create an empty stream automatically.")
+
+
+def entries_read_invalid():
+    return RedisError("ERR value for ENTRIESREAD must be positive or -1")
+
+
+def count_positive():
+    return RedisError("ERR COUNT must be > 0")
+
+
+def invalid_min_idle():
+    return RedisError("ERR Invalid min-idle-time argument for XCLAIM")
+
+
+def invalid_idle():
+    return RedisError("ERR Invalid IDLE option argument for XCLAIM")
+
+
+def invalid_time():
+    return RedisError("ERR Invalid TIME option argument for XCLAIM")
+
+
+def invalid_retrycount():
+    return RedisError("ERR Invalid RETRYCOUNT option argument for XCLAIM")
+
+
+def numids_positive():
+    return RedisError("ERR Number of IDs must be a positive integer")
+
+
+def ids_required():
+    return RedisError("ERR IDS option is required")
+
+
+def numids_mismatch():
+    return RedisError("ERR The `numids` parameter must match the number of arguments")
+
+
+def subcommand_syntax(sub, container):
+    return RedisError("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP."
+                      % (_s(sub)[:128], container.upper()))
+
+
+def xclaim_option(opt):
+    return RedisError("ERR Unrecognized XCLAIM option '%s'" % _s(opt))
+
+
+def invalid_min_idle_autoclaim():
+    return RedisError("ERR Invalid min-idle-time argument for XAUTOCLAIM")
+
+
+# ---------------------------------------------------------------------- XNACK
+
+def nack_mode():
+    return RedisError("ERR mode must be SILENT, FAIL, or FATAL")
+
+
+def nack_numids():
+    return RedisError("ERR numids must be a positive integer")
+
+
+def nack_numids_mismatch():
+    return RedisError("ERR number of IDs doesn't match numids")
+
+
+def nack_retrycount():
+    return RedisError("ERR Invalid RETRYCOUNT value, must be >= 0")
+
+
+def nack_option(opt):
+    return RedisError("ERR Unrecognized XNACK option '%s'" % _s(opt))
+
+
+def nack_ids_expected():
+    return RedisError("ERR syntax error, expected IDS keyword")

@@ -1,0 +1,182 @@
+"""Output modes: a reply value (see reply.py) to the bytes printed.
+
+  raw     byte-identical to ``redis-cli --raw``
+  noraw   byte-identical to ``redis-cli --no-raw`` (RESP2 view)
+  json    one RESP3-shaped JSON document per reply
+
+Each renderer returns the full bytes for one reply, newline included.
+The pretty mode lives in pretty.py (it needs rich; nothing here does).
+"""
+from storage.errors import RedisError
+from xstream_cli.reply import Map, Status
+
+# --------------------------------------------------------------------- raw
+
+
+def raw(reply):
+    out = []
+    _raw(reply, out)
+    return b"\n".join(out) + b"\n"
+
+
+def _raw(r, out):
+    t = type(r)
+    if t is bytes:
+        out.append(r)
+    elif t is tuple:          # entry (id, fields)
+        out.append(r[0])
+        f = r[1]
+        if f is None:
+            out.append(b"")
+        elif f:
+            out.extend(f)
+        for x in r[2:]:
+            _raw(x, out)
+    elif t is list:
+        if not r:
+            out.append(b"")
+        for x in r:
+            _raw(x, out)
+    elif t is int or t is bool:
+        out.append(b"%d" % r)
+    elif r is None:
+        out.append(b"")
+    elif t is Status or t is str:
+        out.append(r.encode("utf-8", "surrogateescape"))
+    elif t is Map:
+        _raw(r.resp2(), out)
+    elif isinstance(r, RedisError):
+        out.append(r.text.encode("utf-8", "surrogateescape") + b"\n")
+    else:
+        raise TypeError("cannot render %r" % (r,))
+
+
+def raw_entries(entries):
+    """Fast path of ``raw`` for a list of (id, fields) entries (XRANGE)."""
+    if not entries:
+        return b"\n"
+    out = []
+    ext = out.extend
+    app = out.append
+    for i, f in entries:
+        app(i)
+        ext(f)
+    out.append(b"")
+    return b"\n".join(out)
+
+
+# ------------------------------------------------------------------- no-raw
+
+_REPR = {}
+for _b in range(256):
+    if _b == 92:
+        _REPR[_b] = b"\\\\"
+    elif _b == 34:
+        _REPR[_b] = b'\\"'
+    elif _b == 10:
+        _REPR[_b] = b"\\n"
+    elif _b == 13:
+        _REPR[_b] = b"\\r"
+    elif _b == 9:
+        _REPR[_b] = b"\\t"
+    elif _b == 7:
+        _REPR[_b] = b"\\a"
+    elif _b == 8:
+        _REPR[_b] = b"\\b"
+    elif 32 <= _b <= 126:
+        _REPR[_b] = bytes([_b])
+    else:
+        _REPR[_b] = b"\\x%02x" % _b
+_SAFE = frozenset(b for b in range(32, 127) if b not in (92, 34))
+
+
+def quote(b):
+    """sdscatrepr: a bulk string as redis-cli shows it."""
+    if all(c in _SAFE for c in b):
+        return b'"' + b + b'"'
+    return b'"' + b"".join(_REPR[c] for c in b) + b'"'
+
+
+def noraw(reply):
+    out = []
+    _noraw(reply, b"", out)
+    return b"".join(out)
+
+
+def _as_array(r):
+    """The RESP2 array behind an entry tuple or a map, else None."""
+    t = type(r)
+    if t is tuple:
+        return [r[0], r[1]] + list(r[2:])
+    if t is Map:
+        return r.resp2()
+    if t is list:
+        return r
+    return None
+
+
+def _noraw(r, prefix, out):
+    arr = _as_array(r)
+    if arr is not None:
+        n = len(arr)
+        if n == 0:
+            out.append(b"(empty array)\n")
+            return
+        w = len(str(n))
+        child = prefix + b" " * (w + 2)
+        for i, x in enumerate(arr, 1):
+            if i > 1:
+                out.append(prefix)
+            out.append(str(i).rjust(w).encode() + b") ")
+            _noraw(x, child, out)
+        return
+    t = type(r)
+    if t is bytes:
+        out.append(quote(r) + b"\n")
+    elif t is int or t is bool:
+        out.append(b"(integer) %d\n" % r)
+    elif r is None:
+        out.append(b"(nil)\n")
+    elif t is Status:
+        out.append(r.encode("utf-8", "surrogateescape") + b"\n")
+    elif t is str:
+        out.append(quote(r.encode("utf-8", "surrogateescape")) + b"\n")
+    elif isinstance(r, RedisError):
+        out.append(b"(error) " + r.text.encode("utf-8", "surrogateescape") + b"\n")
+    else:
+        raise TypeError("cannot render %r" % (r,))
+
+
+# --------------------------------------------------------------------- JSON
+
+
+def to_jsonable(r):
+    """Reply -> plain Python (str/int/None/list/dict), RESP3 shape."""
+    t = type(r)
+    if t is bytes:
+        return r.decode("utf-8", "surrogateescape")
+    if t is tuple:
+        f = r[1]
+        head = [r[0].decode("utf-8", "surrogateescape"),
+                None if f is None else [x.decode("utf-8", "surrogateescape") for x in f]]
+        return head + [to_jsonable(x) for x in r[2:]]
+    if t is list:
+        return [to_jsonable(x) for x in r]
+    if t is int or t is bool or r is None:
+        return r
+    if t is Status or t is str:
+        return str(r)
+    if t is Map:
+        return {(k.decode("utf-8", "surrogateescape") if type(k) is bytes else str(k)): to_jsonable(v)
+                for k, v in r.pairs}
+    if isinstance(r, RedisError):
+        return {"error": r.text}
+    raise TypeError("cannot render %r" % (r,))
+
+
+def json(reply):
+    import json as _json
+    return _json.dumps(to_jsonable(reply), ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+
+
+RENDERERS = {"raw": raw, "noraw": noraw, "json": json}

@@ -1,0 +1,258 @@
+"""Running commands against a store: one command, or a script on stdin.
+
+Script mode reads whatever is already buffered on stdin, runs all of
+those commands in ONE write transaction, commits (one fsync), and only
+then prints their replies: a reply is never printed before its write is
+on disk, and a producer piping thousands of XADDs pays for one fsync per
+batch, not per line.  A line that would block (XREAD ... BLOCK with
+nothing to read) ends the batch: what came before is committed and
+printed, the line waits, answers, and the next batch starts.
+
+Each command is all or nothing: parsers check every argument before the
+first write, so a failing command leaves no trace even inside a batch.
+If a command fails unexpectedly (a bug), the batch is rolled back and
+run again one command per transaction, so only that command fails.
+"""
+import os
+import sys
+import time
+
+from storage import errors
+from storage.errors import RedisError
+from storage.store import Store
+from xstream_cli.commands import lookup
+from xstream_cli.commands.streams import Blocked
+from xstream_cli.render import RENDERERS
+from xstream_cli.splitargs import SplitError, split_line
+
+BATCH_BYTES = 8 << 20          # read at most this much before a commit
+INVALID = object()             # a line redis-cli would call "Invalid argument(s)"
+
+
+class _Unexpected(Exception):
+    """A command raised something that is not a Redis error (a bug)."""
+
+
+def default_db():
+    env = os.environ.get("XS_DB")
+    if env:
+        return env
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "xstream")
+
+
+class Session:
+    """A store plus an output mode."""
+
+    def __init__(self, db=None, mode="raw", durable=True):
+        self.db = db or default_db()
+        self.mode = mode
+        self.durable = durable
+        self._store = None
+        if mode == "pretty":
+            from xstream_cli.pretty import render_pretty
+            self.render = render_pretty
+        else:
+            self.render = RENDERERS[mode]
+        self.failed = False
+
+    @property
+    def store(self):
+        if self._store is None:
+            self._store = Store(self.db, durable=self.durable)
+        return self._store
+
+    # ------------------------------------------------------------ one command
+
+    def execute(self, argv):
+        """Run one command (argv: list of bytes); returns the reply value."""
+        try:
+            cmd = lookup(argv)
+        except RedisError as e:
+            return e
+
+        def run(tx):
+            try:
+                return cmd.handler(tx, argv)
+            except RedisError as e:
+                return e
+        r = self.store.transact(run, write=cmd.write)
+        if isinstance(r, Blocked):
+            r = self.block(r)
+        return r
+
+    def block(self, b):
+        """Wait for a blocked read to be served or to time out."""
+        from storage.blocking import wait_for_change
+        store = self.store
+        deadline = None if b.timeout_ms == 0 else time.monotonic() + b.timeout_ms / 1000.0
+        while True:
+            wake_in = None
+            if b.claim_wake is not None:
+                w = store.transact(b.claim_wake, write=False)
+                if w is not None:
+                    wake_in = max(w, 1) / 1000.0
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                wake_in = left if wake_in is None else min(wake_in, left)
+            wait_for_change(store, b.keys, wake_in)
+            r = store.transact(_retrying(b.retry), write=True)
+            if r is not None:
+                return r
+
+    # ------------------------------------------------------------ script mode
+
+    def run_script(self, fd, out):
+        """Read commands from file descriptor ``fd`` until EOF; write
+        replies to the binary stream ``out``.  Returns the exit status."""
+        import select
+        buf = b""
+        eof = False
+        while not eof:
+            try:
+                data = os.read(fd, 1 << 20)
+            except InterruptedError:
+                continue
+            if not data:
+                eof = True
+            buf += data
+            while not eof and len(buf) < BATCH_BYTES:
+                r, _, _ = select.select([fd], [], [], 0)
+                if not r:
+                    break
+                data = os.read(fd, 1 << 20)
+                if not data:
+                    eof = True
+                    break
+                buf += data
+            if eof:
+                lines = buf.split(b"\n")
+                buf = b""
+            else:
+                lines = buf.split(b"\n")
+                buf = lines.pop()
+            if lines:
+                self.run_lines(lines, out)
+        return 1 if self.failed else 0
+
+    def run_lines(self, lines, out):
+        """Run script lines in as few transactions as blocking allows."""
+        start = 0
+        n = len(lines)
+        while start < n:
+            try:
+                replies, start, blocked = self.store.transact(
+                    lambda tx: self._batch(tx, lines, start), write=True)
+            except _Unexpected:
+                replies, start, blocked = self._one_by_one(lines, start)
+            if replies:
+                out.write(b"".join(replies))
+                out.flush()
+            if blocked is not None:
+                r = self.block(blocked)
+                out.write(self.render(r))
+                out.flush()
+
+    def _batch(self, tx, lines, start):
+        """Run lines[start:] in ``tx`` until one blocks.  Returns
+        (rendered replies, next line index, Blocked or None)."""
+        replies = []
+        app = replies.append
+        render = self.render
+        add_auto = tx.add_auto
+        now = tx.now()
+        fast = _FAST_ID[self.mode] if self.mode in _FAST_ID else None
+        i = start
+        n = len(lines)
+        failed = False
+        while i < n:
+            line = lines[i]
+            i += 1
+            if b'"' in line or b"'" in line or b"\x00" in line:
+                try:
+                    argv = split_line(line)
+                except SplitError:
+                    app(b"Invalid argument(s)\n")
+                    failed = True
+                    continue
+            else:
+                argv = line.split()
+            if not argv:
+                continue
+            na = len(argv)
+            if fast is not None and na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+                try:
+                    app(fast(add_auto(argv[1], argv[3:], now)))
+                except RedisError as e:
+                    app(render(e))
+                    failed = True
+                continue
+            try:
+                cmd = lookup(argv)
+                r = cmd.handler(tx, argv)
+            except RedisError as e:
+                r = e
+            except Exception as e:  # a bug: roll back, rerun one by one
+                raise _Unexpected(e)
+            if isinstance(r, Blocked):
+                self.failed |= failed
+                return replies, i, r
+            if isinstance(r, RedisError):
+                failed = True
+            app(render(r))
+        self.failed |= failed
+        return replies, i, None
+
+    def _one_by_one(self, lines, start):
+        """After an unexpected failure: each line in its own transaction."""
+        replies = []
+        i = start
+        n = len(lines)
+        while i < n:
+            try:
+                part, nxt, blocked = self.store.transact(
+                    lambda tx: self._batch(tx, lines[i:i + 1], 0), write=True)
+            except _Unexpected as e:
+                part, nxt, blocked = [self.render(errors.internal(e.args[0]))], 1, None
+                self.failed = True
+            replies += part
+            i += 1
+            if blocked is not None:
+                return replies, i, blocked
+        return replies, i, None
+
+
+def _retrying(fn):
+    def run(tx):
+        try:
+            return fn(tx)
+        except RedisError as e:
+            return e
+    return run
+
+
+_FAST_ID = {
+    "raw": lambda i: b"%d-%d\n" % i,
+    "noraw": lambda i: b'"%d-%d"\n' % i,
+    "json": lambda i: b'"%d-%d"\n' % i,
+}
+
+
+def write_out(data):
+    """Write to stdout, quietly ending on a closed pipe."""
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        _quiet_exit()
+
+
+def _quiet_exit():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    os._exit(0)
