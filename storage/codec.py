@@ -83,12 +83,16 @@ def sid_prefix(sid):
     return U64.pack(sid)
 
 
-def encode_fields(fields):
-    """Field/value list (bytes, in order, duplicates kept) -> stored value."""
-    return packb(fields)
+def encode_entry(id_text, fields):
+    """An entry's stored value: ``[b"ms-seq", [field, value, ...]]`` --
+    exactly the reply shape of an entry, so a range is one C-level
+    decode per entry.  Fields keep their order and duplicates; the key
+    stays the authority on the ID."""
+    return packb([id_text, fields])
 
 
-def decode_fields(value):
+def decode_entry(value):
+    """Stored value -> ``[id_text, fields]``."""
     return msgpack.unpackb(value, raw=False)
 
 

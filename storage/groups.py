@@ -458,7 +458,7 @@ class GroupOps:
                 if not count or left > 0:
                     news = self._deliver_new(m, g, c, left, o.noack, now)
                     if claim is not None:
-                        news = [(i, f, 0, 0) for i, f in news]
+                        news = [[i, f, 0, 0] for i, f in news]
                     ents += news
                 if not ents:
                     continue
@@ -485,7 +485,7 @@ class GroupOps:
             if not noack:
                 old = self._pel_get(g, i)
                 self._pel_put(g, i, c.cid, now, 1, old)
-            out.append((fmt(i), fields))
+            out.append([fmt(i), fields])
         return out
 
     def _history(self, m, g, c, after, count, now):
@@ -498,7 +498,7 @@ class GroupOps:
         for i in self._consumer_pel(g, c.cid, incr(after), MAX_ID, count):
             old = self._pel_get(g, i)
             self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
-            out.append((fmt(i), self.entry_fields(m, i)))
+            out.append([fmt(i), self.entry_fields(m, i)])
         return out
 
     def _claimable(self, g, min_idle, now, limit=0):
@@ -548,7 +548,7 @@ class GroupOps:
             old = self._pel_get(g, i)
             idle = now - old[1] if old[0] else now
             self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
-            out.append((fmt(i), fields, max(idle, 0), old[2]))
+            out.append([fmt(i), fields, max(idle, 0), old[2]])
         return out
 
     def claim_wait_ms(self, keys, group, min_idle):
@@ -756,7 +756,7 @@ class GroupOps:
                 count = _inc(count)
             self._pel_put(g, i, c.cid, t, count, cur)
             c.active_time = now
-            out.append(fmt(i) if o.justid else (fmt(i), self.entry_fields(m, i)))
+            out.append(fmt(i) if o.justid else [fmt(i), self.entry_fields(m, i)])
             self._group_dirty(m, g)
             self.mark(name)
         return out
@@ -786,7 +786,7 @@ class GroupOps:
                 c = self._consumer_for(g, consumer, now)
             self._pel_put(g, i, c.cid, now, rec[2] if justid else _inc(rec[2]), rec)
             c.active_time = now
-            claimed.append(fmt(i) if justid else (fmt(i), self.entry_fields(m, i)))
+            claimed.append(fmt(i) if justid else [fmt(i), self.entry_fields(m, i)])
             count -= 1
         if claimed or deleted or c is not None:
             self._group_dirty(m, g)

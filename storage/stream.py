@@ -9,14 +9,17 @@ is the first key under the stream's prefix, one cursor step away.
 
 Every verb checks everything that can fail before its first write.
 """
+from itertools import islice
+
 from storage import codec, errors
 from storage.ids import MAX_ID, MIN_ID, U64, fmt, incr
 from storage.options import ACKED, DELREF, KEEPREF
 
 _ENTRY = codec.ENTRY
 _ID_FROM = codec.ID.unpack_from
-_encode = codec.encode_fields
-_decode = codec.decode_fields
+_encode = codec.encode_entry
+_decode = codec.decode_entry
+_packb = codec.packb
 _U64 = codec.U64
 
 # Redis stores entries in listpack nodes of at most 100 entries
@@ -51,13 +54,24 @@ class StreamOps:
         return None
 
     def _entries(self, m, start, end, count=0, rev=False):
-        """Entries of ``m`` with start <= ID <= end, as (b"ms-seq", fields),
+        """Entries of ``m`` with start <= ID <= end, as [b"ms-seq", fields],
         at most ``count`` (0: all), reversed if ``rev``."""
-        out = []
         if start > end or m.length == 0:
-            return out
+            return []
         c = self.entries_cursor()
         sid = m.sid
+        n = m.length if not count or count > m.length else count
+        if start == MIN_ID and end == MAX_ID:
+            # the whole stream: exactly m.length values under the prefix
+            if not rev:
+                if not c.set_range(_U64.pack(sid)):
+                    return []
+                return list(map(_decode, islice(c.iternext(keys=False), n)))
+            ok = c.prev() if c.set_range(_U64.pack(sid + 1)) else c.last()
+            if not ok:
+                return []
+            return list(map(_decode, islice(c.iterprev(keys=False), n)))
+        out = []
         lo = _ENTRY.pack(sid, start[0], start[1])
         hi = _ENTRY.pack(sid, end[0], end[1])
         append = out.append
@@ -67,8 +81,8 @@ class StreamOps:
             for k, v in c.iternext():
                 if k > hi:
                     break
-                append((b"%d-%d" % _ID_FROM(k, 8), _decode(v)))
-                if count and len(out) >= count:
+                append(v)
+                if len(out) >= n:
                     break
         else:
             if c.set_range(hi):
@@ -79,10 +93,10 @@ class StreamOps:
             for k, v in c.iterprev():
                 if k < lo:
                     break
-                append((b"%d-%d" % _ID_FROM(k, 8), _decode(v)))
-                if count and len(out) >= count:
+                append(v)
+                if len(out) >= n:
                     break
-        return out
+        return list(map(_decode, out))
 
     def entry_rows(self, m, start, count=0):
         """Entries of ``m`` from ``start`` on as ((ms, seq), fields)."""
@@ -96,7 +110,7 @@ class StreamOps:
         for k, v in c.iternext():
             if k[:8] != p:
                 break
-            out.append((_ID_FROM(k, 8), _decode(v)))
+            out.append((_ID_FROM(k, 8), _decode(v)[1]))
             if count and len(out) >= count:
                 break
         return out
@@ -104,7 +118,7 @@ class StreamOps:
     def entry_fields(self, m, i):
         """Fields of entry ``i`` of stream ``m``, or None if it is not there."""
         v = self.lt.get(_ENTRY.pack(m.sid, i[0], i[1]), db=self.db_entries)
-        return None if v is None else _decode(v)
+        return None if v is None else _decode(v)[1]
 
     def entry_exists(self, m, i):
         return self.lt.get(_ENTRY.pack(m.sid, i[0], i[1]), db=self.db_entries) is not None
@@ -144,7 +158,7 @@ class StreamOps:
         new = self._next_id(last, opts.id, opts.seq_given)
         if m is None:
             m = self.create_meta(name)
-        self.lt.put(_ENTRY.pack(m.sid, new[0], new[1]), _encode(fields), db=self.db_entries)
+        self.lt.put(_ENTRY.pack(m.sid, new[0], new[1]), _encode(fmt(new), fields), db=self.db_entries)
         m.length += 1
         m.last_id = new
         m.entries_added += 1
@@ -155,31 +169,47 @@ class StreamOps:
         self.mark(name)
         return new
 
-    def add_auto(self, name, fields, now):
-        """XADD name * fields..., the common case without options, kept
-        short because bulk ingest runs it for every line.  ``now`` is the
-        wall clock in ms."""
-        m = self._metas.get(name, 0)
-        if m == 0:
-            m = self.meta(name)
-        if m is None:
-            m = self.create_meta(name)
-        last = m.last_id
-        if now > last[0]:
-            new = (now, 0)
-        elif last[1] != U64:
-            new = (last[0], last[1] + 1)
-        elif last[0] != U64:
-            new = (last[0] + 1, 0)
-        else:
-            raise errors.xadd_exhausted()
-        self.lt.put(_ENTRY.pack(m.sid, new[0], new[1]), _encode(fields), db=self.db_entries)
-        m.length += 1
-        m.last_id = new
-        m.entries_added += 1
-        self._dirty.add(name)
-        self.touched.add(name)
-        return new
+    def add_auto_many(self, items, now):
+        """Many ``XADD name * fields...`` (no options) at once: bulk
+        ingest runs this for every run of such lines, so it is kept
+        tight.  ``items`` is a list of (name, fields); ``now`` the clock
+        in ms.  Returns the new IDs as text, in order; an item that cannot
+        be added (exhausted ID space) gets its RedisError instead."""
+        out = []
+        puts = []
+        put = puts.append
+        app = out.append
+        metas = self._metas
+        pack = _ENTRY.pack
+        last_name = m = None
+        for name, fields in items:
+            if name != last_name:
+                m = metas.get(name, 0)
+                if m == 0:
+                    m = self.meta(name)
+                if m is None:
+                    m = self.create_meta(name)
+                self._dirty.add(name)
+                self.touched.add(name)
+                last_name = name
+            ms, seq = m.last_id
+            if now > ms:
+                ms, seq = now, 0
+            elif seq != U64:
+                seq += 1
+            elif ms != U64:
+                ms, seq = ms + 1, 0
+            else:
+                app(errors.xadd_exhausted())
+                continue
+            m.last_id = (ms, seq)
+            m.length += 1
+            m.entries_added += 1
+            t = b"%d-%d" % (ms, seq)
+            put((pack(m.sid, ms, seq), _packb([t, fields])))
+            app(t)
+        self.entries_cursor().putmulti(puts)
+        return out
 
     def _next_id(self, last, req, seq_given):
         """The ID XADD gives the next entry (``streamAppendItem``)."""

@@ -12,7 +12,8 @@ def _s(b):
 
 
 def _is_entry(x):
-    return type(x) is tuple and len(x) >= 2
+    return type(x) in (list, tuple) and len(x) in (2, 4) and type(x[0]) is bytes \
+        and (x[1] is None or type(x[1]) is list)
 
 
 def render_pretty(reply):

@@ -16,27 +16,34 @@ from xstream_cli.reply import Map, Status
 def raw(reply):
     out = []
     _raw(reply, out)
-    return b"\n".join(out) + b"\n"
+    try:
+        return b"\n".join(out) + b"\n"
+    except TypeError:  # the entry fast path met something that is not bytes
+        out = []
+        _raw(reply, out, False)
+        return b"\n".join(out) + b"\n"
 
 
-def _raw(r, out):
+def _raw(r, out, fast=True):
     t = type(r)
     if t is bytes:
         out.append(r)
-    elif t is tuple:          # entry (id, fields)
-        out.append(r[0])
-        f = r[1]
-        if f is None:
-            out.append(b"")
-        elif f:
-            out.extend(f)
-        for x in r[2:]:
-            _raw(x, out)
-    elif t is list:
+    elif t is list or t is tuple:
         if not r:
             out.append(b"")
+        app = out.append
+        ext = out.extend
         for x in r:
-            _raw(x, out)
+            tx = type(x)
+            if tx is bytes:
+                app(x)
+            elif fast and tx is list and len(x) == 2 and type(x[0]) is bytes and type(x[1]) is list and x[1] \
+                    and type(x[1][0]) is bytes:
+                # an entry [id, [field, value, ...]]: flattened in one step
+                app(x[0])
+                ext(x[1])
+            else:
+                _raw(x, out, fast)
     elif t is int or t is bool:
         out.append(b"%d" % r)
     elif r is None:
@@ -44,25 +51,11 @@ def _raw(r, out):
     elif t is Status or t is str:
         out.append(r.encode("utf-8", "surrogateescape"))
     elif t is Map:
-        _raw(r.resp2(), out)
+        _raw(r.resp2(), out, fast)
     elif isinstance(r, RedisError):
         out.append(r.text.encode("utf-8", "surrogateescape") + b"\n")
     else:
         raise TypeError("cannot render %r" % (r,))
-
-
-def raw_entries(entries):
-    """Fast path of ``raw`` for a list of (id, fields) entries (XRANGE)."""
-    if not entries:
-        return b"\n"
-    out = []
-    ext = out.extend
-    app = out.append
-    for i, f in entries:
-        app(i)
-        ext(f)
-    out.append(b"")
-    return b"\n".join(out)
 
 
 # ------------------------------------------------------------------- no-raw
@@ -104,10 +97,10 @@ def noraw(reply):
 
 
 def _as_array(r):
-    """The RESP2 array behind an entry tuple or a map, else None."""
+    """The RESP2 array behind a list, tuple or map, else None."""
     t = type(r)
     if t is tuple:
-        return [r[0], r[1]] + list(r[2:])
+        return list(r)
     if t is Map:
         return r.resp2()
     if t is list:
@@ -155,12 +148,7 @@ def to_jsonable(r):
     t = type(r)
     if t is bytes:
         return r.decode("utf-8", "surrogateescape")
-    if t is tuple:
-        f = r[1]
-        head = [r[0].decode("utf-8", "surrogateescape"),
-                None if f is None else [x.decode("utf-8", "surrogateescape") for x in f]]
-        return head + [to_jsonable(x) for x in r[2:]]
-    if t is list:
+    if t is list or t is tuple:
         return [to_jsonable(x) for x in r]
     if t is int or t is bool or r is None:
         return r

@@ -16,6 +16,7 @@ run again one command per transaction, so only that command fails.
 import os
 import sys
 import time
+from itertools import islice
 
 from storage import errors
 from storage.errors import RedisError
@@ -127,24 +128,22 @@ class Session:
                     eof = True
                     break
                 buf += data
-            if eof:
-                lines = buf.split(b"\n")
-                buf = b""
-            else:
-                lines = buf.split(b"\n")
-                buf = lines.pop()
+            plain = b'"' not in buf and b"'" not in buf and b"\x00" not in buf
+            lines = buf.split(b"\n")
+            buf = b"" if eof else lines.pop()
             if lines:
-                self.run_lines(lines, out)
+                self.run_lines(lines, out, plain)
         return 1 if self.failed else 0
 
-    def run_lines(self, lines, out):
-        """Run script lines in as few transactions as blocking allows."""
+    def run_lines(self, lines, out, plain=False):
+        """Run script lines in as few transactions as blocking allows.
+        ``plain``: no line has quotes or NULs (split on spaces only)."""
         start = 0
         n = len(lines)
         while start < n:
             try:
                 replies, start, blocked = self.store.transact(
-                    lambda tx: self._batch(tx, lines, start), write=True)
+                    lambda tx: self._batch(tx, lines, start, plain), write=True)
             except _Unexpected:
                 replies, start, blocked = self._one_by_one(lines, start)
             if replies:
@@ -155,25 +154,57 @@ class Session:
                 out.write(self.render(r))
                 out.flush()
 
-    def _batch(self, tx, lines, start):
+    def _batch(self, tx, lines, start, plain=False):
         """Run lines[start:] in ``tx`` until one blocks.  Returns
-        (rendered replies, next line index, Blocked or None)."""
+        (rendered replies, next line index, Blocked or None).
+
+        Runs of plain ``XADD key * field value ...`` lines (no options,
+        the shape of bulk ingest) go to the storage in one call."""
         replies = []
         app = replies.append
         render = self.render
-        add_auto = tx.add_auto
         now = tx.now()
-        fast = _FAST_ID[self.mode] if self.mode in _FAST_ID else None
+        fast_ids = _FAST_IDS.get(self.mode)
+
+        def fast(ids):
+            try:
+                return fast_ids(ids)
+            except TypeError:  # an error (exhausted ID space) among the IDs
+                self.failed = True
+                return b"".join(render(x) for x in ids)
+        if fast_ids is None:
+            fast = None
+        run = []
         i = start
         n = len(lines)
         failed = False
+        if plain and fast is not None:
+            # bulk ingest: split every line at once, take runs of plain XADDs
+            for argv in map(bytes.split, islice(lines, start, None)):
+                i += 1
+                na = len(argv)
+                if na >= 5 and na & 1 and argv[2] == b"*" and (argv[0] in _XADD or argv[0].upper() == b"XADD"):
+                    run.append((argv[1], argv[3:]))
+                    continue
+                if not na:
+                    continue
+                i -= 1
+                break
+            if run:
+                app(fast(tx.add_auto_many(run, now)))
+                run = []
         while i < n:
             line = lines[i]
             i += 1
-            if b'"' in line or b"'" in line or b"\x00" in line:
+            if plain:
+                argv = line.split()
+            elif b'"' in line or b"'" in line or b"\x00" in line:
                 try:
                     argv = split_line(line)
                 except SplitError:
+                    if run:
+                        app(fast(tx.add_auto_many(run, now)))
+                        run = []
                     app(b"Invalid argument(s)\n")
                     failed = True
                     continue
@@ -183,12 +214,11 @@ class Session:
                 continue
             na = len(argv)
             if fast is not None and na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
-                try:
-                    app(fast(add_auto(argv[1], argv[3:], now)))
-                except RedisError as e:
-                    app(render(e))
-                    failed = True
+                run.append((argv[1], argv[3:]))
                 continue
+            if run:
+                app(fast(tx.add_auto_many(run, now)))
+                run = []
             try:
                 cmd = lookup(argv)
                 r = cmd.handler(tx, argv)
@@ -202,6 +232,8 @@ class Session:
             if isinstance(r, RedisError):
                 failed = True
             app(render(r))
+        if run:
+            app(fast(tx.add_auto_many(run, now)))
         self.failed |= failed
         return replies, i, None
 
@@ -233,11 +265,16 @@ def _retrying(fn):
     return run
 
 
-_FAST_ID = {
-    "raw": lambda i: b"%d-%d\n" % i,
-    "noraw": lambda i: b'"%d-%d"\n' % i,
-    "json": lambda i: b'"%d-%d"\n' % i,
-}
+def _ids_raw(ids):
+    return b"\n".join(ids) + b"\n"
+
+
+def _ids_quoted(ids):
+    return b'"' + b'"\n"'.join(ids) + b'"\n'
+
+
+_XADD = frozenset((b"XADD", b"xadd"))
+_FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}
 
 
 def write_out(data):
