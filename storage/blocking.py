@@ -15,6 +15,12 @@ from storage import codec
 POLL_S = 0.005
 
 
+def notify(store, names):
+    """Called after a commit that changed the streams ``names``.  The
+    change counters were already bumped inside the transaction; the
+    polling waiter needs nothing more."""
+
+
 def versions(store, keys):
     """The change counters of ``keys`` (None for never-changed)."""
     def read(tx):

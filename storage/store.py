@@ -25,6 +25,7 @@ import os
 import lmdb
 
 from storage import codec
+from storage.blocking import notify
 from storage.txn import Txn
 
 INITIAL_MAP = 1 << 30
@@ -102,8 +103,10 @@ class Store:
             try:
                 result = fn(tx)
                 if write:
-                    tx.flush()
+                    changed = tx.flush()
                     lt.commit()
+                    if changed:
+                        notify(self, changed)
                 else:
                     lt.abort()
                 return result
@@ -145,8 +148,10 @@ class _TxnContext:
 
     def __exit__(self, et, ev, tb):
         if et is None and self.write:
-            self.tx.flush()
+            changed = self.tx.flush()
             self.lt.commit()
+            if changed:
+                notify(self.store, changed)
         else:
             self.lt.abort()
         return False

@@ -81,7 +81,9 @@ class Txn(StreamOps, GroupOps, KeyspaceOps):
         self.touched.add(name)
 
     def flush(self):
-        """Write back changed stream records (called before commit)."""
+        """Write back changed stream records (called before commit).
+        Returns the names of the streams this transaction changed, for
+        waking blocked readers once the commit is done."""
         self.flush_groups()
         put, delete, db = self.lt.put, self.lt.delete, self.db_keys
         for name in self._dirty:
@@ -98,7 +100,9 @@ class Txn(StreamOps, GroupOps, KeyspaceOps):
                 k = b"v" + codec.name_key(name)
                 v = get(k, db=mdb)
                 put(k, b"%d" % (int(v) + 1 if v is not None else 1), db=mdb)
-            self.touched.clear()
+        changed = self.touched
+        self.touched = set()
+        return changed
 
     def counter(self, which):
         """Next value of a persistent counter (sids, gids, cids), from 1."""

@@ -128,6 +128,11 @@ def interactive(obj):
         sys.stdout.flush()
 
 
+from xstream_cli.porcelain import register_all  # noqa: E402
+
+register_all(cli)
+
+
 def run_click(args):
     try:
         return cli.main(args, prog_name="xs", standalone_mode=True)

@@ -1,0 +1,164 @@
+"""Shared fixtures.
+
+  store      a fresh storage.Store in tmp_path (library-level tests)
+  run        run(script_lines or argv, mode="json") -> replies, through the
+             real `xs` executable in script mode on a fresh store
+  xs_cmd     the argv prefix that starts xs ([python, -m, xstream_cli])
+  redis      a private redis-server on loopback (session-scoped); a small
+             RESP3 client with .call(*args) and .flushall(); tests using it
+             are skipped when redis-server is not installed
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+XS = [sys.executable, "-m", "xstream_cli"]
+
+
+@pytest.fixture
+def store(tmp_path):
+    from storage.store import Store
+    s = Store(str(tmp_path / "store"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def xs_cmd():
+    return list(XS)
+
+
+def run_xs(db, lines, mode="json", env=None, timeout=60):
+    """Run xs in script mode with ``lines`` on stdin; returns the
+    CompletedProcess (bytes)."""
+    data = b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines)
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(XS + ["--db", str(db), "--" + mode], input=data, capture_output=True,
+                          timeout=timeout, env=e, cwd=ROOT)
+
+
+@pytest.fixture
+def run(tmp_path):
+    """run(lines) -> list of JSON replies from a fresh store (per test)."""
+    db = tmp_path / "xs-store"
+
+    def _run(lines, mode="json"):
+        p = run_xs(db, lines, mode)
+        if mode != "json":
+            return p.stdout
+        return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
+    _run.db = db
+    return _run
+
+
+class Resp3:
+    """Minimal RESP3 client giving replies in xs's JSON shape."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+        self.call("HELLO", "3")
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        self.sock.sendall(b"".join(out))
+        return self._read()
+
+    def flushall(self):
+        self.call("FLUSHALL")
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return {"error": rest.decode()}
+        if t == b":":
+            return int(rest)
+        if t in (b"$", b"=", b"!"):
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self._exact(n).decode("utf-8", "surrogateescape")
+            if t == b"=":
+                data = data[4:]
+            return {"error": data} if t == b"!" else data
+        if t in (b"*", b"~", b">"):
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        if t in (b"%", b"|"):
+            m = {}
+            for _ in range(int(rest)):
+                k = self._read()
+                m[k if isinstance(k, str) else json.dumps(k)] = self._read()
+            return m
+        if t == b"_":
+            return None
+        if t == b",":
+            return float(rest)
+        if t == b"#":
+            return rest == b"t"
+        if t == b"(":
+            return int(rest)
+        raise ValueError("unknown RESP type %r" % line)
+
+
+@pytest.fixture(scope="session")
+def redis():
+    binary = shutil.which("redis-server")
+    if not binary:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    d = tempfile.mkdtemp(prefix="xs-test-redis-")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", d],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = None
+    for _ in range(200):
+        try:
+            client = Resp3(port)
+            break
+        except OSError:
+            time.sleep(0.05)
+    if client is None:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    client.port = port
+    yield client
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(d, ignore_errors=True)
