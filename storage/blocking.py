@@ -1,25 +1,101 @@
-"""Waiting for streams to change (XREAD / XREADGROUP ... BLOCK).
+"""Waiting for streams to change (XREAD / XREADGROUP ... BLOCK, xs tail -f).
 
 Writers bump a per-stream change counter in the same transaction as the
-change (``Txn.flush``); a blocked reader sleeps until one of the counters
-it watches moves, then re-checks in a fresh transaction.
+change (``Txn.flush``) and, after the commit, call ``notify(store, names)``.
+Readers wait on per-stream notification files and re-check in a fresh
+transaction when woken.
 
-This is the portable fallback: a short poll of the counters in a read
-transaction (microseconds each).  Waking by inotify on per-stream
-notification files replaces the poll where Linux allows it.
+Notification files
+  ``<store>/notify/<hash>``: one empty file per stream that somebody has
+  waited on, named by a hash of the stream name (blake2b, 128 bits; a
+  collision only causes a spurious wake-up, which callers re-check).
+  Readers create the directory and their streams' files; writers never
+  create anything.  ``notify`` touches (``utime``) the files of the
+  changed streams that exist: one ``stat`` of the directory when nobody
+  ever waited on this store, one ``utime`` per changed stream otherwise
+  (about 2 us each).
+
+Waiting
+  ``Waiter(store, keys)`` arms Linux inotify watches (through ctypes,
+  imported only here) on the streams' files; ``wait(timeout)`` sleeps in
+  ``poll`` on the inotify descriptor: no CPU while idle, woken within
+  microseconds of the writer's ``utime``.  Where inotify is unavailable
+  (not Linux, no libc, out of inotify instances, read-only store) the
+  waiter polls the change counters every ``POLL_S`` seconds instead.
+
+One inotify instance per process is kept open and reused by successive
+waiters (closing one costs the kernel an RCU grace period, ~10 ms, which
+would delay each answer in script mode); events of streams a waiter does
+not watch are read and ignored.
+
+The race rule: arm first, then check, then wait.  A change committed
+after the watch is armed always wakes the waiter, so a caller that
+re-checks after arming (``Session.block`` does) never misses one.
 """
+import os
 import time
 
 from storage import codec
 
-POLL_S = 0.005
+POLL_S = 0.005            # fallback poll interval (no inotify)
+NOTIFY_DIR = "notify"     # inside the store directory
+
+# inotify(7) constants
+_IN_MODIFY = 0x2
+_IN_ATTRIB = 0x4
+_IN_CLOSE_WRITE = 0x8
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_IN_IGNORED = 0x8000
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_WATCH_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF
+
+_blake2b = None           # hash of stream names (imported on first use)
+_libc = None              # ctypes libc (False: inotify unavailable)
+_notify_dirs = {}         # store path -> its notification directory (known to exist)
+_notify_paths = {}        # (directory, stream name) -> notification file
+
+
+# ------------------------------------------------------------------ writers
+
+def notify_name(name):
+    """File name of the notification file of stream ``name`` (bytes)."""
+    global _blake2b
+    if _blake2b is None:
+        try:
+            from _blake2 import blake2b
+        except ImportError:  # pragma: no cover
+            from hashlib import blake2b
+        _blake2b = blake2b
+    return _blake2b(name, digest_size=16).hexdigest()
 
 
 def notify(store, names):
-    """Called after a commit that changed the streams ``names``.  The
-    change counters were already bumped inside the transaction; the
-    polling waiter needs nothing more."""
+    """Called after a commit that changed the streams ``names``: touch the
+    notification files of those that readers watch.  Never raises, never
+    creates files; a directory nobody created costs one ``stat``."""
+    d = _notify_dirs.get(store.path)
+    if d is None:
+        d = os.path.join(store.path, NOTIFY_DIR)
+        if not os.path.isdir(d):
+            return
+        _notify_dirs[store.path] = d = d + os.sep
+    paths = _notify_paths
+    utime = os.utime
+    for name in names:
+        p = paths.get((d, name))
+        if p is None:
+            if len(paths) > 4096:
+                paths.clear()
+            p = paths[(d, name)] = d + notify_name(name)
+        try:
+            utime(p)
+        except OSError:
+            pass
 
+
+# ------------------------------------------------------------------ readers
 
 def versions(store, keys):
     """The change counters of ``keys`` (None for never-changed)."""
@@ -30,18 +106,250 @@ def versions(store, keys):
     return store.transact(read, write=False)
 
 
-def wait_for_change(store, keys, timeout_s=None):
-    """Return when a stream in ``keys`` changed, or after ``timeout_s``
-    seconds (None: no limit).  May return early; callers re-check."""
-    start = time.monotonic()
-    before = versions(store, keys)
-    while True:
-        if timeout_s is not None:
-            left = timeout_s - (time.monotonic() - start)
-            if left <= 0:
+def _inotify():
+    """libc with inotify, or None."""
+    global _libc
+    if _libc is None:
+        _libc = False
+        try:
+            import ctypes
+            import ctypes.util
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.inotify_init1.argtypes = [ctypes.c_int]
+            libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+            libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+            _libc = libc
+        except (OSError, AttributeError, ImportError):
+            pass
+    return _libc or None
+
+
+class _Inotify:
+    """An inotify instance and its watches.  One per process is kept open
+    and shared by successive waiters (``_instance``): closing an inotify
+    descriptor makes the kernel wait for an RCU grace period (~10 ms),
+    which would otherwise delay every blocked read's answer."""
+
+    def __init__(self):
+        libc = _inotify()
+        if libc is None:
+            raise OSError("inotify is not available")
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            import ctypes
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        self.fd = fd
+        self.wd = {}          # notification file -> watch descriptor
+        self.path = {}        # watch descriptor -> notification file
+        self.busy = False     # a Waiter is using it
+
+    def watch(self, path):
+        """Create ``path`` if needed and watch it; returns the descriptor."""
+        wd = self.wd.get(path)
+        if wd is not None and os.path.exists(path):
+            return wd
+        if not os.path.exists(path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), _WATCH_MASK)
+        if wd < 0:
+            import ctypes
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e), path)
+        self.wd[path] = wd
+        self.path[wd] = path
+        return wd
+
+    def forget(self):
+        """Drop every watch (when many streams were watched over time)."""
+        for w in list(self.path):
+            _libc.inotify_rm_watch(self.fd, w)
+        self.wd.clear()
+        self.path.clear()
+
+    def events(self):
+        """Read the pending events: [(wd, mask)] (wd -1: queue overflow)."""
+        out = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            except InterruptedError:
+                continue
+            if not data:
+                return out
+            i = 0
+            while i + 16 <= len(data):
+                wd = int.from_bytes(data[i:i + 4], "little", signed=True)
+                mask = int.from_bytes(data[i + 4:i + 8], "little")
+                ln = int.from_bytes(data[i + 12:i + 16], "little")
+                out.append((wd, mask))
+                if mask & _IN_IGNORED:   # the file went away: the watch is gone
+                    p = self.path.pop(wd, None)
+                    if p is not None and self.wd.get(p) == wd:
+                        del self.wd[p]
+                i += 16 + ln
+
+    def close(self):
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+
+_shared = None            # the process's _Inotify (kept open)
+
+
+def _instance():
+    """The shared inotify instance if free, else a private one."""
+    global _shared
+    if _shared is None or _shared.fd is None:
+        _shared = _Inotify()
+    if _shared.busy:
+        return _Inotify()
+    return _shared
+
+
+class Waiter:
+    """Watches on the notification files of ``keys``, armed on creation.
+
+    ``wait(timeout_s)`` returns True when a watched stream may have
+    changed since the watch was armed (or since the last ``wait``), False
+    on timeout.  ``watch_fds``: extra file descriptors (e.g. stdout) whose
+    error/hang-up ends a wait early and sets ``hangup``.  Use as a
+    context manager, or call ``close``."""
+
+    def __init__(self, store, keys, watch_fds=()):
+        import select
+        self.store = store
+        self.keys = list(dict.fromkeys(keys))
+        self.hangup = False
+        self._ino = None           # _Inotify (None: polling)
+        self._wds = set()          # our watch descriptors
+        self._paths = []           # our notification files
+        self._before = None        # change counters (polling fallback)
+        self._watch_fds = tuple(watch_fds)
+        try:
+            self._arm()
+        except OSError:
+            self._release()
+        if self._ino is None:
+            self._before = versions(store, self.keys)
+        self._poll = select.poll()
+        if self._ino is not None:
+            self._poll.register(self._ino.fd, select.POLLIN)
+        for fd in self._watch_fds:
+            self._poll.register(fd, 0)   # POLLERR / POLLHUP are always reported
+
+    @property
+    def uses_inotify(self):
+        return self._ino is not None
+
+    def _arm(self):
+        if _inotify() is None or self.store.readonly:
+            return
+        d = os.path.join(self.store.path, NOTIFY_DIR)
+        os.makedirs(d, exist_ok=True)
+        ino = self._ino = _instance()
+        ino.busy = True
+        if len(ino.wd) > 256:
+            ino.forget()
+        ino.events()   # old news: the caller's re-check comes after arming
+        self._paths = [os.path.join(d, notify_name(k)) for k in self.keys]
+        self._wds = {ino.watch(p) for p in self._paths}
+
+    def wait(self, timeout_s=None):
+        """Sleep until a watched stream changes or ``timeout_s`` passes."""
+        if self._ino is None:
+            return self._poll_wait(timeout_s)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            if deadline is None:
+                ms = -1
+            else:  # never wake before the deadline
+                ms = max(0, int((deadline - time.monotonic()) * 1000.0 + 0.999))
+            ready = self._poll.poll(ms)
+            if not ready:
                 return False
-            time.sleep(min(POLL_S, left))
-        else:
-            time.sleep(POLL_S)
-        if versions(store, keys) != before:
-            return True
+            for fd, ev in ready:
+                if fd != self._ino.fd:
+                    self.hangup = True
+                    return True
+            if self._relevant(self._ino.events()):
+                return True
+
+    def _relevant(self, events):
+        """Whether ``events`` concern our streams; re-arms watches whose
+        file was removed (a spurious wake-up, re-checked by the caller)."""
+        hit = False
+        lost = False
+        for wd, mask in events:
+            if wd == -1 or wd in self._wds:
+                hit = True
+                if mask & _IN_IGNORED:
+                    lost = True
+        if lost:
+            try:
+                os.makedirs(os.path.dirname(self._paths[0]), exist_ok=True)
+                self._wds = {self._ino.watch(p) for p in self._paths}
+            except OSError:
+                self._fallback()
+        return hit
+
+    def _fallback(self):
+        """Give up inotify (e.g. out of watches): poll from now on."""
+        if self._ino is not None:
+            try:
+                self._poll.unregister(self._ino.fd)
+            except (KeyError, ValueError):
+                pass
+        self._release()
+        self._before = versions(self.store, self.keys)
+
+    def _poll_wait(self, timeout_s):
+        start = time.monotonic()
+        while True:
+            step = POLL_S
+            if timeout_s is not None:
+                left = timeout_s - (time.monotonic() - start)
+                if left <= 0:
+                    return False
+                step = min(POLL_S, left)
+            if self._watch_fds and self._poll.poll(int(step * 1000) or 1):
+                self.hangup = True
+                return True
+            if not self._watch_fds:
+                time.sleep(step)
+            now = versions(self.store, self.keys)
+            if now != self._before:
+                self._before = now
+                return True
+
+    def _release(self):
+        ino, self._ino = self._ino, None
+        if ino is not None:
+            ino.busy = False
+            if ino is not _shared:
+                ino.close()
+
+    def close(self):
+        self._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def wait_for_change(store, keys, timeout_s=None):
+    """Return True when a stream in ``keys`` changed, False after
+    ``timeout_s`` seconds (None: no limit).  May return early; callers
+    re-check.  Changes made before this call are not seen: callers that
+    must not miss one use ``Waiter`` (arm, re-check, wait)."""
+    with Waiter(store, keys) as w:
+        return w.wait(timeout_s)

@@ -415,8 +415,10 @@ class GroupOps:
         return None if er == -1 else m.entries_added - er
 
     def _advance_group(self, m, g, i):
-        """The group delivered entry ``i`` (newer than its last ID)."""
-        if g.entries_read != -1 and not self._has_tombstones(m, i):
+        """The group delivered entry ``i`` (newer than its last ID): count
+        it when the counter is known, the group was not behind the first
+        entry and no tombstone lies ahead; otherwise estimate it."""
+        if g.entries_read != -1 and g.last_id >= self.first_id(m) and not self._has_tombstones(m, i):
             g.entries_read += 1
         elif m.entries_added:
             g.entries_read = self._estimate_read(m, i)
@@ -450,13 +452,14 @@ class GroupOps:
                 left = o.maxcount - total
                 count = left if not count or left < count else count
             c = self._consumer_for(g, o.consumer, now)
+            budget = [size, o.maxsize]   # reply bytes so far, cap (0: none)
             if want == b">":
                 ents = []
                 if claim is not None:
-                    ents = self._claim_idle(m, g, c, claim, count, now)
+                    ents = self._claim_idle(m, g, c, claim, count, now, budget)
                 left = (count - len(ents)) if count else 0
-                if not count or left > 0:
-                    news = self._deliver_new(m, g, c, left, o.noack, now)
+                if (not count or left > 0) and not (o.maxsize and budget[0] >= o.maxsize):
+                    news = self._deliver_new(m, g, c, left, o.noack, now, budget)
                     if claim is not None:
                         news = [[i, f, 0, 0] for i, f in news]
                     ents += news
@@ -464,23 +467,22 @@ class GroupOps:
                     continue
                 c.active_time = now
             else:
-                ents = self._history(m, g, c, want, count, now)
+                ents = self._history(m, g, c, want, count, now, budget)
+            size = budget[0]
             self._group_dirty(m, g)
             self.mark(key)
-            if o.maxsize:
-                from storage.stream import cap_size
-                ents, size = cap_size(ents, size, o.maxsize)
             total += len(ents)
             out.append((key, ents))
         return out
 
-    def _deliver_new(self, m, g, c, count, noack, now):
-        """Entries after the group's last ID, now delivered to ``c``."""
+    def _deliver_new(self, m, g, c, count, noack, now, budget=None):
+        """Entries after the group's last ID, now delivered to ``c``
+        (no more than fit in ``budget``: [reply bytes so far, MAXSIZE])."""
         if m.length == 0 or g.last_id >= m.last_id:
             return []
         from storage.ids import incr
         out = []
-        for i, fields in self.entry_rows(m, incr(g.last_id), count):
+        for i, fields in _fit(self.entry_rows(m, incr(g.last_id), count), budget):
             self._advance_group(m, g, i)
             if not noack:
                 old = self._pel_get(g, i)
@@ -488,17 +490,19 @@ class GroupOps:
             out.append([fmt(i), fields])
         return out
 
-    def _history(self, m, g, c, after, count, now):
+    def _history(self, m, g, c, after, count, now, budget=None):
         """A consumer's own pending entries after ``after`` (history read):
         delivery time and count are updated, deleted entries give None."""
         from storage.ids import incr
         if after == MAX_ID:
             return []
         out = []
-        for i in self._consumer_pel(g, c.cid, incr(after), MAX_ID, count):
-            old = self._pel_get(g, i)
-            self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
-            out.append([fmt(i), self.entry_fields(m, i)])
+        rows = [(i, self.entry_fields(m, i)) for i in self._consumer_pel(g, c.cid, incr(after), MAX_ID, count)]
+        for i, fields in _fit(rows, budget):
+            if fields is not None:  # a deleted entry is shown, not redelivered
+                old = self._pel_get(g, i)
+                self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
+            out.append([fmt(i), fields])
         return out
 
     def _claimable(self, g, min_idle, now, limit=0):
@@ -520,7 +524,7 @@ class GroupOps:
                     break
         return out
 
-    def _claim_idle(self, m, g, c, min_idle, count, now):
+    def _claim_idle(self, m, g, c, min_idle, count, now, budget=None):
         """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
         ``c``, longest idle first (NACKed first), at most ``count``
         (0: all).  Entries deleted from the stream are skipped.  Returns
@@ -544,7 +548,7 @@ class GroupOps:
                 if count and len(cand) >= count:
                     break
         out = []
-        for i, fields in cand:
+        for i, fields in _fit(cand, budget):
             old = self._pel_get(g, i)
             idle = now - old[1] if old[0] else now
             self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
@@ -846,6 +850,27 @@ class GroupOps:
                         ("lag", self._lag(m, g)), ("pel-count", g.pel_count),
                         ("nacked-count", nacked), ("pending", pend), ("consumers", consumers)])
         return out
+
+
+def _fit(rows, budget):
+    """Leading ((ms, seq), fields) rows that fit the MAXSIZE budget
+    [bytes so far, cap]; the budget is updated.  Soft, as in Redis: the
+    first entry of a reply always fits."""
+    if not budget or not budget[1]:
+        return rows
+    from storage.stream import entry_size
+    size, cap = budget
+    kept = []
+    for i, f in rows:
+        n = entry_size(i, f)
+        if size and size + n > cap:
+            break
+        kept.append((i, f))
+        size += n
+        if size >= cap:
+            break
+    budget[0] = size
+    return kept
 
 
 def _inc(n):

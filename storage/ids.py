@@ -29,8 +29,8 @@ def string2ull(s):
     if s.isdigit() and (s[0] != 48 or len(s) == 1):  # 48 == ord('0')
         v = int(s)
         return v if v <= U64 else None
-    if s[0] == 45 and s[1:].isdigit() and s[1] != 48:  # strict negative: rejected
-        return None
+    if s[0] == 45 and len(s) > 1 and s[1:].isdigit() and s[1] != 48 and int(s[1:]) <= 1 << 63:
+        return None  # a negative number string2ll accepts: rejected
     # strtoull fallback
     i = 0
     n = len(s)
@@ -53,8 +53,10 @@ def parse_id(s, missing_seq=0, strict=False):
     """Parse an ID argument.  ``-`` and ``+`` are the smallest and largest
     IDs unless ``strict``.  A bare ``<ms>`` takes ``missing_seq``.
     Raises the Redis "Invalid stream ID" error."""
-    if len(s) > 127 or b"\x00" in s:
+    if len(s) > 127:
         raise errors.invalid_id()
+    if b"\x00" in s:  # Redis reads the argument as a C string
+        s = s[:s.index(b"\x00")]
     if s == b"-" or s == b"+":
         if strict:
             raise errors.invalid_id()
@@ -75,8 +77,10 @@ def parse_id(s, missing_seq=0, strict=False):
 def parse_add_id(s):
     """Parse XADD's ID: ``<ms>-<seq>``, ``<ms>-*`` or ``<ms>`` (strict).
     Returns ``(id, seq_given)``; for ``<ms>-*`` the seq is 0 and not given."""
+    if len(s) <= 127 and b"\x00" in s:
+        s = s[:s.index(b"\x00")]
     if s.endswith(b"-*") and len(s) > 2:
-        ms = string2ull(s[:-2]) if b"\x00" not in s and len(s) <= 127 else None
+        ms = string2ull(s[:-2]) if len(s) <= 127 else None
         if ms is None or s.count(b"-") != 1:
             raise errors.invalid_id()
         return (ms, 0), False

@@ -57,7 +57,9 @@ class KeyspaceOps:
     def scan(self, cursor, pattern=None, count=10, type_=None):
         """SCAN: (next cursor, names).  ``type_`` filters by type name."""
         self.flush()
-        start = b"" if cursor == 0 else (cursor - 1).to_bytes(8, "big")
+        # resume at the cursor's 8 bytes without their zero padding, so a
+        # key shorter than 8 bytes is found again (duplicates are allowed)
+        start = b"" if cursor == 0 else (cursor - 1).to_bytes(8, "big").rstrip(b"\x00")
         out = []
         seen = 0
         nxt = 0

@@ -66,9 +66,10 @@ class Store:
         self.dbs = {}
         try:
             if readonly:
-                with self.env.begin() as t:
-                    for name in codec.DATABASES:
-                        self.dbs[name] = self.env.open_db(name, txn=t, create=False)
+                # handles opened in a read transaction die with it: open them
+                # outside any transaction
+                for name in codec.DATABASES:
+                    self.dbs[name] = self.env.open_db(name, create=False)
             else:
                 with self.env.begin(write=True) as t:
                     for name in codec.DATABASES:

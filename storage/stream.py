@@ -600,12 +600,18 @@ def delete_prefix(c, p):
         c.delete()
 
 
+def entry_size(i, fields):
+    """Approximate RESP size of one entry in a reply (MAXSIZE accounting)."""
+    idlen = len(i) if type(i) is bytes else 21
+    return idlen + (sum(len(x) for x in fields) + 8 * len(fields) if fields else 0) + 16
+
+
 def cap_size(ents, size, maxsize):
     """Keep entries while the reply stays under ``maxsize`` bytes (soft:
     the first entry of a reply always goes)."""
     kept = []
     for e in ents:
-        n = len(e[0]) + sum(len(x) for x in e[1]) + 8 * (len(e[1]) + 2)
+        n = entry_size(e[0], e[1])
         if size and size + n > maxsize:
             break
         kept.append(e)

@@ -83,25 +83,48 @@ class Session:
         return r
 
     def block(self, b):
-        """Wait for a blocked read to be served or to time out."""
-        from storage.blocking import wait_for_change
+        """Wait for a blocked read to be served or to time out.
+
+        Arm the watches first, then retry, then sleep: a write committed
+        after the command's own check but before the wait still wakes us
+        (storage.blocking.Waiter).  Each retry is a read-only dry run first.
+        CLAIM also wakes when the oldest pending entry becomes claimable."""
+        from storage.blocking import Waiter
         store = self.store
         deadline = None if b.timeout_ms == 0 else time.monotonic() + b.timeout_ms / 1000.0
-        while True:
-            wake_in = None
-            if b.claim_wake is not None:
-                w = store.transact(b.claim_wake, write=False)
-                if w is not None:
-                    wake_in = max(w, 1) / 1000.0
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
+        retry = _retrying(b.retry)
+
+        def attempt():
+            # a dry run in a read transaction first: most wake-ups find
+            # nothing, and a write transaction would commit (for a group
+            # read, with an fsync); for real only if it would answer, or
+            # would write (a put in a read transaction raises)
+            try:
+                if store.transact(retry, write=False) is None:
                     return None
-                wake_in = left if wake_in is None else min(wake_in, left)
-            wait_for_change(store, b.keys, wake_in)
-            r = store.transact(_retrying(b.retry), write=True)
-            if r is not None:
-                return r
+            except Exception:
+                pass
+            return store.transact(retry, write=True)
+        stale = 0   # consecutive "claimable now" answers that served nothing
+        with Waiter(store, b.keys) as w:
+            while True:
+                r = attempt()
+                if r is not None:
+                    return r
+                wake_in = None
+                if b.claim_wake is not None:
+                    ms = store.transact(b.claim_wake, write=False)
+                    if ms is not None:
+                        # a PEL entry that claims nothing (deleted from the
+                        # stream) must not make us spin: back off to 1 s
+                        stale = stale + 1 if ms <= 0 else 0
+                        wake_in = max(ms, 1) / 1000.0 if not stale else min(0.001 * 2 ** stale, 1.0)
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    wake_in = left if wake_in is None else min(wake_in, left)
+                w.wait(wake_in)
 
     # ------------------------------------------------------------ script mode
 
@@ -128,7 +151,8 @@ class Session:
                     eof = True
                     break
                 buf += data
-            plain = b'"' not in buf and b"'" not in buf and b"\x00" not in buf
+            plain = (b'"' not in buf and b"'" not in buf and b"\x00" not in buf
+                     and b"\x0b" not in buf and b"\x0c" not in buf)
             lines = buf.split(b"\n")
             buf = b"" if eof else lines.pop()
             if lines:
@@ -198,7 +222,7 @@ class Session:
             i += 1
             if plain:
                 argv = line.split()
-            elif b'"' in line or b"'" in line or b"\x00" in line:
+            else:
                 try:
                     argv = split_line(line)
                 except SplitError:
@@ -208,8 +232,6 @@ class Session:
                     app(b"Invalid argument(s)\n")
                     failed = True
                     continue
-            else:
-                argv = line.split()
             if not argv:
                 continue
             na = len(argv)

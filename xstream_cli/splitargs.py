@@ -5,7 +5,8 @@ escapes (\\n \\r \\t \\b \\a \\xHH, any other escaped char is itself);
 starts quoting; a closing quote must be followed by a space or the end.
 """
 
-_SPACE = frozenset(b" \n\r\t\v\f")
+_SKIP = frozenset(b" \n\r\t\v\f")  # skipped between words (isspace)
+_SPACE = frozenset(b" \n\r\t")      # ends an unquoted word (\v and \f do not)
 _ESC = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
@@ -18,12 +19,12 @@ def split_line(line):
     """bytes -> list of bytes arguments; raises SplitError."""
     if b"\x00" in line:  # redis-cli reads C strings: a NUL ends the line
         line = line[:line.index(b"\x00")]
-    if b'"' not in line and b"'" not in line:
+    if b'"' not in line and b"'" not in line and b"\x0b" not in line and b"\x0c" not in line:
         return line.split()
     out = []
     i, n = 0, len(line)
     while True:
-        while i < n and line[i] in _SPACE:
+        while i < n and line[i] in _SKIP:
             i += 1
         if i >= n:
             return out

@@ -202,8 +202,6 @@ def xpending(tx, argv):
     start = parse_range_id(argv[at], 0, True)
     end = parse_range_id(argv[at + 1], MAX_ID[1], False)
     consumer = argv[at + 3] if at + 3 < n else None
-    if at + 4 < n:
-        raise errors.syntax()
     rows = tx.pending_range(argv[1], argv[2], PendingOptions(start, end, count, consumer, min_idle))
     return [list(r) for r in rows]
 

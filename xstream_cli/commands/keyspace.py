@@ -26,9 +26,7 @@ def keys(tx, argv):
 
 def scan(tx, argv):
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
-    c = argv[1]
-    if not c.isdigit() or int(c) > (1 << 64) - 1:
-        raise errors.invalid_cursor()
+    cursor = parse_cursor(argv[1])
     pattern = type_name = None
     count = 10
     i, n = 2, len(argv)
@@ -47,8 +45,22 @@ def scan(tx, argv):
         else:
             raise errors.syntax()
         i += 2
-    nxt, names = tx.scan(int(c), pattern, count, type_name)
+    nxt, names = tx.scan(cursor, pattern, count, type_name)
     return [b"%d" % nxt, names]
+
+
+def parse_cursor(arg):
+    """A SCAN cursor as Redis reads it (strtoul): no leading space, an
+    optional sign (a '-' wraps around), decimal digits, at most 2^64-1."""
+    s = arg
+    neg = False
+    if s[:1] in (b"+", b"-"):
+        neg = s[:1] == b"-"
+        s = s[1:]
+    if not s or not s.isdigit() or int(s) > (1 << 64) - 1:
+        raise errors.invalid_cursor()
+    v = int(s)
+    return ((-v) & ((1 << 64) - 1)) if neg else v
 
 
 def rename(tx, argv):

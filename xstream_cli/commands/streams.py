@@ -428,11 +428,11 @@ def xinfo_stream(tx, argv):
     n = len(argv)
     if n > 3:
         if argv[3].upper() != b"FULL":
-            raise errors.syntax()
+            raise errors.subcommand_syntax(argv[1], "XINFO")
         full = True
         if n > 4:
             if n != 6 or argv[4].upper() != b"COUNT":
-                raise errors.syntax()
+                raise errors.subcommand_syntax(argv[1], "XINFO")
             count = ll(argv[5])
             if count < 0:
                 count = 10
