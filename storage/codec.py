@@ -84,16 +84,67 @@ def sid_prefix(sid):
 
 
 def encode_entry(id_text, fields):
-    """An entry's stored value: ``[b"ms-seq", [field, value, ...]]`` --
-    exactly the reply shape of an entry, so a range is one C-level
-    decode per entry.  Fields keep their order and duplicates; the key
-    stays the authority on the ID."""
-    return packb([id_text, fields])
+    """An entry's stored value.  Normally its text form, the lines
+    redis-cli --raw prints for it: ``b"ms-seq\nfield\nvalue..."`` -- so a
+    raw XRANGE is one join of stored values, and decoding is one split.
+    If a field contains a newline, ``0x00 + msgpack([id, fields])``
+    instead (a text value starts with a digit, never 0x00).  Fields keep
+    their order and duplicates; the key stays the authority on the ID."""
+    body = b"\n".join(fields)
+    if body.count(b"\n") == len(fields) - 1:
+        return id_text + b"\n" + body
+    return b"\x00" + packb([id_text, fields])
 
 
 def decode_entry(value):
     """Stored value -> ``[id_text, fields]``."""
-    return msgpack.unpackb(value, raw=False)
+    if value[:1] != b"\x00":
+        parts = value.split(b"\n")
+        return [parts[0], parts[1:]]
+    return msgpack.unpackb(value[1:], raw=False)
+
+
+class Entries:
+    """A range of entries as stored (XRANGE / XREVRANGE replies): decoded
+    only when needed; ``text()`` gives the redis-cli --raw lines at the
+    cost of one join when every entry is in text form."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values          # stored values, in reply order
+
+    def __len__(self):
+        return len(self.values)
+
+    def __iter__(self):
+        return map(decode_entry, self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(map(decode_entry, self.values[i]))
+        return decode_entry(self.values[i])
+
+    def __eq__(self, other):
+        if isinstance(other, Entries):
+            other = other.decoded()
+        return self.decoded() == other
+
+    __hash__ = None
+
+    def decoded(self):
+        """[[id_text, fields], ...]"""
+        return list(map(decode_entry, self.values))
+
+    def text(self):
+        """The raw lines (no trailing newline), or None if some entry is
+        not in text form (then decode)."""
+        if not self.values:
+            return None
+        joined = b"\n".join(self.values)
+        if joined[:1] == b"\x00" or b"\n\x00" in joined:
+            return None   # a binary-form entry (or a field starting with NUL): decode
+        return joined
 
 
 # ----------------------------------------------------------- stream record
@@ -254,11 +305,16 @@ def ptime_from_key(key):
 
 
 # -------------------------------------------------------- idempotency (IDMP)
+#
+# Per producer P = sid + 2-byte length + name key of the producer id:
+#   P + "i" + iid key    -> ID the IID was first recorded with (16 bytes)
+#   P + "o" + ID         -> iid key  (insertion order = ID order: eviction
+#                                     of the oldest, expiry by ID time)
+#   P + "n"              -> number of IIDs the producer holds (decimal)
+# An iid key is the IID's name key, or 0x01 + sha256(IID) when the whole
+# key would not fit LMDB's 511-byte limit.
 
-def idmp_key(sid, pid, iid):
-    """History of one producer: sid + len(pid key) + pid key + iid key."""
-    pk = name_key(pid)
-    return U64.pack(sid) + bytes([len(pk) >> 8, len(pk) & 255]) + pk + name_key(iid)
+LMDB_KEY_MAX = 511
 
 
 def idmp_pid_prefix(sid, pid):
@@ -266,10 +322,22 @@ def idmp_pid_prefix(sid, pid):
     return U64.pack(sid) + bytes([len(pk) >> 8, len(pk) & 255]) + pk
 
 
-def encode_idmp(entry_id, added_ms, seq_no):
-    return packb([entry_id[0], entry_id[1], added_ms, seq_no])
+def idmp_iid_part(prefix, iid):
+    """The iid key used under producer ``prefix``."""
+    k = name_key(iid)
+    if len(prefix) + 1 + len(k) > LMDB_KEY_MAX:
+        import hashlib
+        k = b"\x01" + hashlib.sha256(iid).digest()
+    return k
 
 
-def decode_idmp(value):
-    ms, seq, added, n = msgpack.unpackb(value, raw=False)
-    return (ms, seq), added, n
+def idmp_iid_key(prefix, iid_part):
+    return prefix + b"i" + iid_part
+
+
+def idmp_order_key(prefix, i):
+    return prefix + b"o" + ID.pack(i[0], i[1])
+
+
+def idmp_count_key(prefix):
+    return prefix + b"n"

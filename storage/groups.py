@@ -567,10 +567,16 @@ class GroupOps:
                 continue
             c = self.lt.cursor(db=self.db_ptime)
             p = _U64.pack(g.gid)
-            if c.set_range(p) and c.key()[:8] == p:
-                t = _CPEL.unpack(c.key())[1]
-                w = max(0, t + min_idle - now)
-                best = w if best is None else min(best, w)
+            if c.set_range(p):
+                # the oldest pending entry that still exists in the stream
+                for k in c.iternext(values=False):
+                    if k[:8] != p:
+                        break
+                    _, t, ms, seq = _CPEL.unpack(k)
+                    if self.entry_exists(m, (ms, seq)):
+                        w = max(0, t + min_idle - now)
+                        best = w if best is None else min(best, w)
+                        break
         return best
 
     # ====================================================================== XACK

@@ -56,6 +56,10 @@ class StreamOps:
     def _entries(self, m, start, end, count=0, rev=False):
         """Entries of ``m`` with start <= ID <= end, as [b"ms-seq", fields],
         at most ``count`` (0: all), reversed if ``rev``."""
+        return list(map(_decode, self._entry_values(m, start, end, count, rev)))
+
+    def _entry_values(self, m, start, end, count=0, rev=False):
+        """Stored values of the entries in [start, end] (see _entries)."""
         if start > end or m.length == 0:
             return []
         c = self.entries_cursor()
@@ -66,11 +70,11 @@ class StreamOps:
             if not rev:
                 if not c.set_range(_U64.pack(sid)):
                     return []
-                return list(map(_decode, islice(c.iternext(keys=False), n)))
+                return list(islice(c.iternext(keys=False), n))
             ok = c.prev() if c.set_range(_U64.pack(sid + 1)) else c.last()
             if not ok:
                 return []
-            return list(map(_decode, islice(c.iterprev(keys=False), n)))
+            return list(islice(c.iterprev(keys=False), n))
         out = []
         lo = _ENTRY.pack(sid, start[0], start[1])
         hi = _ENTRY.pack(sid, end[0], end[1])
@@ -96,7 +100,7 @@ class StreamOps:
                 append(v)
                 if len(out) >= n:
                     break
-        return list(map(_decode, out))
+        return out
 
     def entry_rows(self, m, start, count=0):
         """Entries of ``m`` from ``start`` on as ((ms, seq), fields)."""
@@ -206,7 +210,11 @@ class StreamOps:
             m.length += 1
             m.entries_added += 1
             t = b"%d-%d" % (ms, seq)
-            put((pack(m.sid, ms, seq), _packb([t, fields])))
+            body = b"\n".join(fields)
+            if body.count(b"\n") == len(fields) - 1:
+                put((pack(m.sid, ms, seq), t + b"\n" + body))
+            else:
+                put((pack(m.sid, ms, seq), _encode(t, fields)))
             app(t)
         self.entries_cursor().putmulti(puts)
         return out
@@ -236,8 +244,8 @@ class StreamOps:
         """XRANGE / XREVRANGE: entries between two inclusive bounds."""
         m = self.meta(name)
         if m is None:
-            return []
-        return self._entries(m, start, end, count, rev)
+            return codec.Entries([])
+        return codec.Entries(self._entry_values(m, start, end, count, rev))
 
     def length(self, name):
         """XLEN."""
@@ -512,7 +520,8 @@ class StreamOps:
     def _idmp_find(self, m, pid, iid):
         """The ID recorded for (pid, iid), expired history dropped first."""
         self._idmp_expire(m, pid)
-        v = self.lt.get(codec.idmp_pid_prefix(m.sid, pid) + b"i" + codec.name_key(iid), db=self.db_idmp)
+        p = codec.idmp_pid_prefix(m.sid, pid)
+        v = self.lt.get(codec.idmp_iid_key(p, codec.idmp_iid_part(p, iid)), db=self.db_idmp)
         return None if v is None else codec.ID.unpack(v)
 
     def _idmp_record(self, m, pid, iid, new):
@@ -521,13 +530,13 @@ class StreamOps:
         p = codec.idmp_pid_prefix(m.sid, pid)
         lt, db = self.lt, self.db_idmp
         self._idmp_expire(m, pid)
-        n = lt.get(p + b"n", db=db)
+        n = lt.get(codec.idmp_count_key(p), db=db)
         n = int(n) if n is not None else 0
         if n == 0:
             m.idmp_stats[0] += 1
-        ik = codec.name_key(iid)
-        lt.put(p + b"i" + ik, codec.ID.pack(*new), db=db)
-        lt.put(p + b"o" + codec.ID.pack(*new), ik, db=db)
+        ik = codec.idmp_iid_part(p, iid)
+        lt.put(codec.idmp_iid_key(p, ik), codec.ID.pack(*new), db=db)
+        lt.put(codec.idmp_order_key(p, new), ik, db=db)
         n += 1
         m.idmp_stats[1] += 1
         m.idmp_stats[2] += 1
@@ -535,11 +544,11 @@ class StreamOps:
         if n > m.idmp_maxsize:
             c = lt.cursor(db=db)
             if c.set_range(p + b"o"):
-                lt.delete(p + b"i" + c.value(), db=db)
+                lt.delete(codec.idmp_iid_key(p, c.value()), db=db)
                 c.delete()
                 n -= 1
                 m.idmp_stats[1] -= 1
-        lt.put(p + b"n", b"%d" % n, db=db)
+        lt.put(codec.idmp_count_key(p), b"%d" % n, db=db)
 
     def _idmp_expire(self, m, pid):
         """Drop IIDs whose entry ID is older than IDMP-DURATION (Redis
@@ -557,19 +566,20 @@ class StreamOps:
                 k = c.key()
                 if not k.startswith(po) or codec.ID.unpack(k[len(po):])[0] > cutoff:
                     break
-                lt.delete(p + b"i" + c.value(), db=db)
+                lt.delete(codec.idmp_iid_key(p, c.value()), db=db)
                 c.delete()
                 dropped += 1
                 if not c.key():
                     break
         if dropped:
-            n = int(lt.get(p + b"n", db=db)) - dropped
+            ck = codec.idmp_count_key(p)
+            n = int(lt.get(ck, db=db)) - dropped
             m.idmp_stats[1] -= dropped
             if n <= 0:
-                lt.delete(p + b"n", db=db)
+                lt.delete(ck, db=db)
                 m.idmp_stats[0] -= 1
             else:
-                lt.put(p + b"n", b"%d" % n, db=db)
+                lt.put(ck, b"%d" % n, db=db)
 
     def _idmp_clear(self, m):
         """Forget every producer's history (pids/iids tracked drop to 0)."""

@@ -532,3 +532,10 @@ def test_xinfo_stream_shows_idmp_fields_after_use(store):
     assert keys[7:13] == ["idmp-duration", "idmp-maxsize", "pids-tracked", "iids-tracked", "iids-added",
                           "iids-duplicates"]
     assert [info[k] for k in keys[7:13]] == [100, 100, 1, 1, 1, 1]
+
+
+def test_xadd_idmp_with_long_producer_and_iid_names_stays_within_lmdb_key_limit(store):
+    pid, iid = "p" * 400, "i" * 400
+    first = cmd(store, "XADD", "s", "IDMP", pid, iid, "*", "f", "v")
+    assert cmd(store, "XADD", "s", "IDMP", pid, iid, "*", "f", "other") == first
+    assert cmd(store, "XLEN", "s") == 1

@@ -19,6 +19,9 @@ def _is_entry(x):
 def render_pretty(reply):
     from rich.console import Console
     from rich.table import Table
+    from storage.codec import Entries
+    if type(reply) is Entries:
+        reply = reply.decoded()
     buf = io.StringIO()
     import sys
     console = Console(file=buf, force_terminal=sys.stdout.isatty(), width=_width(), highlight=False,

@@ -7,6 +7,7 @@
 Each renderer returns the full bytes for one reply, newline included.
 The pretty mode lives in pretty.py (it needs rich; nothing here does).
 """
+from storage.codec import Entries
 from storage.errors import RedisError
 from xstream_cli.reply import Map, Status
 
@@ -14,6 +15,10 @@ from xstream_cli.reply import Map, Status
 
 
 def raw(reply):
+    if type(reply) is Entries:
+        text = reply.text()
+        if text is not None:
+            return text + b"\n"
     out = []
     _raw(reply, out)
     try:
@@ -26,6 +31,9 @@ def raw(reply):
 
 def _raw(r, out, fast=True):
     t = type(r)
+    if t is Entries:
+        r = r.decoded()
+        t = list
     if t is bytes:
         out.append(r)
     elif t is list or t is tuple:
@@ -99,6 +107,8 @@ def noraw(reply):
 def _as_array(r):
     """The RESP2 array behind a list, tuple or map, else None."""
     t = type(r)
+    if t is Entries:
+        return r.decoded()
     if t is tuple:
         return list(r)
     if t is Map:
@@ -148,6 +158,9 @@ def to_jsonable(r):
     t = type(r)
     if t is bytes:
         return r.decode("utf-8", "surrogateescape")
+    if t is Entries:
+        r = r.decoded()
+        t = list
     if t is list or t is tuple:
         return [to_jsonable(x) for x in r]
     if t is int or t is bool or r is None:

@@ -94,7 +94,7 @@ class Session:
         deadline = None if b.timeout_ms == 0 else time.monotonic() + b.timeout_ms / 1000.0
         retry = _retrying(b.retry)
 
-        def attempt():
+        def attempt(woken):
             # a dry run in a read transaction first: most wake-ups find
             # nothing, and a write transaction would commit (for a group
             # read, with an fsync); for real only if it would answer, or
@@ -104,11 +104,19 @@ class Session:
                     return None
             except Exception:
                 pass
+            if woken and b.shared:
+                # consumers of a group all wake for one entry; without a
+                # short random head start the one whose watch was set up
+                # first would win every race (Redis serves the client
+                # blocked longest; this keeps shares even)
+                import random
+                time.sleep(random.random() * 0.0005)
             return store.transact(retry, write=True)
         stale = 0   # consecutive "claimable now" answers that served nothing
+        woken = False
         with Waiter(store, b.keys) as w:
             while True:
-                r = attempt()
+                r = attempt(woken)
                 if r is not None:
                     return r
                 wake_in = None
@@ -125,6 +133,7 @@ class Session:
                         return None
                     wake_in = left if wake_in is None else min(wake_in, left)
                 w.wait(wake_in)
+                woken = True
 
     # ------------------------------------------------------------ script mode
 

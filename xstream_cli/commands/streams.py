@@ -19,11 +19,12 @@ class Blocked:
     now: the session waits for ``keys`` to change (or ``timeout_ms``) and
     calls ``retry(tx)``, which returns a reply or None to keep waiting."""
 
-    def __init__(self, keys, timeout_ms, retry, claim_wake=None):
+    def __init__(self, keys, timeout_ms, retry, claim_wake=None, shared=False):
         self.keys = keys
         self.timeout_ms = timeout_ms
         self.retry = retry
         self.claim_wake = claim_wake   # fn(tx) -> ms when a PEL entry becomes claimable
+        self.shared = shared           # consumers compete for what arrives (XREADGROUP)
 
 
 # ------------------------------------------------------------ trim options

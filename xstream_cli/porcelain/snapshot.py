@@ -1,0 +1,240 @@
+"""Porcelain: ``xs save``, ``xs restore``, ``xs export``, ``xs import``.
+
+Each command parses its options, makes one call into storage.snapshot or
+storage.exchange, and renders: a rich progress bar on a terminal (none
+when stderr is not one) and a one-line summary on stderr.  Failures are
+one line on stderr and exit status 1, never a traceback.
+"""
+import io
+import os
+import shutil
+import sys
+import tempfile
+
+import click
+
+
+# ---------------------------------------------------------------- helpers
+
+def _store(ctx):
+    from storage.store import Store, StoreError
+    from xstream_cli.session import default_db
+    obj = ctx.find_root().obj or {}
+    try:
+        store = Store(obj.get("db") or default_db(), durable=obj.get("durable", True))
+    except StoreError as e:
+        _fail(str(e))
+    ctx.call_on_close(store.close)
+    return store
+
+
+def _fail(msg):
+    click.echo("xs: %s" % msg, err=True)
+    sys.exit(1)
+
+
+def _names(values):
+    return [os.fsencode(v) for v in values] if values else None
+
+
+class _Progress:
+    """A rich progress bar on stderr when it is a terminal; a no-op
+    otherwise.  Usable as the ``progress(phase, done, total)`` callback."""
+
+    def __init__(self, unit):
+        self.bar = None
+        self.unit = unit
+        self.tasks = {}
+        if sys.stderr.isatty() and not os.environ.get("XS_NO_PROGRESS"):
+            from rich.console import Console
+            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit),
+                                TimeElapsedColumn(), TimeRemainingColumn(),
+                                console=Console(stderr=True), transient=True)
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *a):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
+
+    def __call__(self, phase, done, total):
+        if self.bar is None:
+            return
+        t = self.tasks.get(phase)
+        if t is None:
+            t = self.tasks[phase] = self.bar.add_task(phase, total=total)
+        self.bar.update(t, completed=done or 0, total=total)
+
+
+def _summary(verb, st, extra=""):
+    mb = st.bytes / 1e6
+    click.echo("xs: %s %d stream%s, %d entries, %s bytes (%.1f MB) in %.2f s%s"
+               % (verb, st.streams, "" if st.streams == 1 else "s", st.entries,
+                  format(st.bytes, ","), mb, st.seconds, extra), err=True)
+
+
+# ================================================================ commands
+
+@click.command("save")
+@click.argument("file", metavar="FILE")
+@click.option("--stream", "streams", multiple=True, metavar="NAME",
+              help="Save only this stream (repeatable). Default: every stream.")
+@click.pass_context
+def save(ctx, file, streams):
+    """Write a snapshot of the store to FILE ('-': stdout).
+
+    One consistent view (a single read transaction) of every stream with
+    its entries, metadata, groups, consumers, pending entries and
+    idempotency state, in xs's checksummed binary format (see
+    docs/snapshot-format.md).  FILE is written to a temporary file and
+    renamed into place."""
+    from storage.snapshot import SnapshotError, save as save_, save_to_path
+    store = _store(ctx)
+    if file == "-" and sys.stdout.isatty():
+        _fail("refusing to write a binary snapshot to a terminal (redirect stdout or give a FILE)")
+    try:
+        with _Progress("entries") as pr:
+            if file == "-":
+                st = save_(store, sys.stdout.buffer, _names(streams), pr)
+            else:
+                st = save_to_path(store, file, _names(streams), pr)
+    except SnapshotError as e:
+        _fail(str(e))
+    except BrokenPipeError:
+        _fail("output closed before the snapshot was complete")
+    _summary("saved", st)
+
+
+@click.command("restore")
+@click.argument("file", metavar="FILE")
+@click.option("--replace", is_flag=True, help="Replace streams that already exist in the store.")
+@click.option("--check", is_flag=True, help="Only verify FILE (structure and checksum); change nothing.")
+@click.pass_context
+def restore(ctx, file, replace, check):
+    """Restore a snapshot FILE ('-': stdin) into the store.
+
+    The whole file is verified (magic, version, every record, checksum)
+    before anything changes, then applied in one transaction: a refused
+    or interrupted restore leaves the store as it was.  A stream that
+    already exists is refused unless --replace."""
+    from storage.snapshot import SnapshotError, restore as restore_, verify
+    tmp = None
+    try:
+        if file == "-":
+            fd, tmp = tempfile.mkstemp(prefix="xs-restore-", suffix=".snap")
+            with os.fdopen(fd, "wb") as f:
+                shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+            file = tmp
+        with _Progress("bytes") as pr:
+            if check:
+                st = verify(file, None, False, pr)
+            else:
+                st = restore_(_store(click.get_current_context()), file, replace, pr)
+    except SnapshotError as e:
+        _fail(str(e))
+    finally:
+        if tmp:
+            os.unlink(tmp)
+    _summary("verified" if check else "restored", st)
+
+
+@click.command("export")
+@click.argument("streams", nargs=-1, metavar="[STREAM]...")
+@click.option("-o", "--output", metavar="FILE", default="-", help="Write to FILE (default: stdout).")
+@click.option("--meta", is_flag=True,
+              help="Also export stream metadata, IDMP history, groups, consumers and pending entries.")
+@click.option("--to", "to_url", metavar="redis://HOST:PORT",
+              help="Copy to a live Redis or Valkey instead (entries, metadata, groups, PEL).")
+@click.option("--replace", is_flag=True, help="With --to: overwrite keys that exist on the server.")
+@click.pass_context
+def export(ctx, streams, output, meta, to_url, replace):
+    """Export streams (default: all) as JSON lines, or to a live Redis.
+
+    \b
+    One line per entry:  {"stream": "s", "id": "1-0", "fields": ["f", "v"]}
+    Fields keep their order and duplicates; bytes that are not UTF-8 are
+    written as {"b64": "..."}.  --meta adds lines for everything else
+    (see docs/snapshot-format.md)."""
+    from storage.exchange import ExchangeError, export_jsonl, to_redis
+    from storage.snapshot import SnapshotError
+    store = _store(ctx)
+    try:
+        if to_url:
+            with _Progress("entries") as pr:
+                st, notes = to_redis(store, to_url, _names(streams), replace, pr)
+            lost = ", ".join("%d %s" % (n, k) for k, n in notes.items() if n)
+            _summary("exported", st, "; not representable on the server: " + lost if lost else "")
+            return
+        if output == "-":
+            out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="surrogateescape",
+                                   newline="\n")
+            try:
+                with _Progress("entries") as pr:
+                    st = export_jsonl(store, out, _names(streams), meta, pr)
+            finally:
+                out.detach()
+        else:
+            tmp = output + ".tmp"
+            with open(tmp, "w", encoding="utf-8", newline="\n") as out, _Progress("entries") as pr:
+                st = export_jsonl(store, out, _names(streams), meta, pr)
+            os.replace(tmp, output)
+    except (ExchangeError, SnapshotError) as e:
+        _fail(str(e))
+    except BrokenPipeError:
+        _fail("output closed before the export was complete")
+    except OSError as e:
+        _fail("cannot write %s: %s" % (output, e.strerror or e))
+    _summary("exported", st)
+
+
+@click.command("import")
+@click.argument("args", nargs=-1, metavar="[FILE|-] | --from URL [STREAM]...")
+@click.option("--from", "from_url", metavar="redis://HOST:PORT",
+              help="Copy from a live Redis or Valkey instead; then the arguments are stream names.")
+@click.option("--replace", is_flag=True, help="With --from: replace streams that exist in the store.")
+@click.option("--batch", default=10000, show_default=True, help="Lines per transaction.")
+@click.pass_context
+def import_(ctx, args, from_url, replace, batch):
+    """Import JSON lines (as written by xs export) from FILE or stdin.
+
+    Entries keep their IDs (an ID not above the stream's last ID is an
+    error); one transaction per --batch lines.  With --from, copy
+    streams from a live Redis: entries, metadata, groups, consumers,
+    pending entries."""
+    from storage.exchange import ExchangeError, from_redis, import_jsonl
+    if not from_url and len(args) > 1:
+        raise click.UsageError("give one FILE (or - for stdin)")
+    file = args[0] if args and not from_url else "-"
+    store = _store(ctx)
+    try:
+        if from_url:
+            names = list(args) or None
+            with _Progress("entries") as pr:
+                st = from_redis(store, from_url, _names(names), replace, pr)
+        else:
+            if file == "-":
+                f = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+            else:
+                f = open(file, encoding="utf-8", errors="surrogateescape")
+            try:
+                with _Progress("bytes") as pr:
+                    st = import_jsonl(store, f, batch, pr)
+            finally:
+                f.detach() if file == "-" else f.close()
+    except ExchangeError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail("cannot read %s: %s" % (file, e.strerror or e))
+    _summary("imported", st)
+
+
+def register(cli):
+    for cmd in (save, restore, export, import_):
+        cli.add_command(cmd)
