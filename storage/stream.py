@@ -174,21 +174,27 @@ class StreamOps:
         return new
 
     def add_auto_many(self, items, now):
-        """Many ``XADD name * fields...`` (no options) at once: bulk
+        """Many ``XADD name * field value ...`` (no options) at once: bulk
         ingest runs this for every run of such lines, so it is kept
-        tight.  ``items`` is a list of (name, fields); ``now`` the clock
-        in ms.  Returns the new IDs as text, in order; an item that cannot
-        be added (exhausted ID space) gets its RedisError instead."""
+        tight.  ``items`` are (name, fields) pairs, where fields is the
+        field/value list or, already in text form, those fields joined by
+        newlines (none of them containing one).  ``now``: the clock in ms.
+        Returns the new IDs as text, in order; an item that cannot be
+        added (exhausted ID space) gets its RedisError instead."""
         out = []
         puts = []
         put = puts.append
         app = out.append
-        metas = self._metas
         pack = _ENTRY.pack
         last_name = m = None
-        for name, fields in items:
+        ms = seq = added = 0
+        for name, f in items:
             if name != last_name:
-                m = metas.get(name, 0)
+                if m is not None:
+                    m.last_id = (ms, seq)
+                    m.length += added
+                    m.entries_added += added
+                m = self._metas.get(name, 0)
                 if m == 0:
                     m = self.meta(name)
                 if m is None:
@@ -196,7 +202,8 @@ class StreamOps:
                 self._dirty.add(name)
                 self.touched.add(name)
                 last_name = name
-            ms, seq = m.last_id
+                ms, seq = m.last_id
+                added = 0
             if now > ms:
                 ms, seq = now, 0
             elif seq != U64:
@@ -206,16 +213,18 @@ class StreamOps:
             else:
                 app(errors.xadd_exhausted())
                 continue
-            m.last_id = (ms, seq)
-            m.length += 1
-            m.entries_added += 1
             t = b"%d-%d" % (ms, seq)
-            body = b"\n".join(fields)
-            if body.count(b"\n") == len(fields) - 1:
-                put((pack(m.sid, ms, seq), t + b"\n" + body))
+            if type(f) is bytes:
+                v = t + b"\n" + f
             else:
-                put((pack(m.sid, ms, seq), _encode(t, fields)))
+                v = _encode(t, f)
+            put((pack(m.sid, ms, seq), v))
             app(t)
+            added += 1
+        if m is not None:
+            m.last_id = (ms, seq)
+            m.length += added
+            m.entries_added += added
         self.entries_cursor().putmulti(puts)
         return out
 
