@@ -548,12 +548,45 @@ class GroupOps:
                 if count and len(cand) >= count:
                     break
         out = []
+        moves = []
+        get, db_pel = self.lt.get, self.db_pel
         for i, fields in _fit(cand, budget):
-            old = self._pel_get(g, i)
+            old = _unpack(get(_PEL.pack(g.gid, i[0], i[1]), db=db_pel))
             idle = now - old[1] if old[0] else now
-            self._pel_put(g, i, c.cid, now, _inc(old[2]), old)
-            out.append([fmt(i), fields, max(idle, 0), old[2]])
+            moves.append((i, old))
+            out.append([b"%d-%d" % i, fields, idle if idle > 0 else 0, old[2]])
+        self._move_pending(g, moves, c, now)
         return out
+
+    def _move_pending(self, g, moves, c, now):
+        """Deliver pending entries to consumer ``c`` at ``now``, counting
+        one more delivery each: ``moves`` is [(id, old record)].  The same
+        index updates as ``_pel_put``, done in bulk (claiming)."""
+        lt, gid, cid = self.lt, g.gid, c.cid
+        put, delete = lt.put, lt.delete
+        db_pel, db_cpel, db_ptime = self.db_pel, self.db_cpel, self.db_ptime
+        pack = _CPEL.pack
+        lost = {}
+        gained = 0
+        for (ms, seq), (ocid, otk, cnt) in moves:
+            if otk != now:
+                delete(pack(gid, otk, ms, seq), db=db_ptime)
+                put(pack(gid, now, ms, seq), b"", db=db_ptime)
+            if ocid != cid:
+                if ocid:
+                    delete(pack(gid, ocid, ms, seq), db=db_cpel)
+                    lost[ocid] = lost.get(ocid, 0) + 1
+                put(pack(gid, cid, ms, seq), b"", db=db_cpel)
+                gained += 1
+            put(_PEL.pack(gid, ms, seq), _pack([cid, now, cnt if cnt == LLONG_MAX else cnt + 1]), db=db_pel)
+        for ocid, n in lost.items():
+            oc = self.consumer_by_cid(g, ocid)
+            if oc is not None:
+                oc.pel_count -= n
+                self._cdirty.add((gid, oc.name))
+        c.pel_count += gained
+        self._cdirty.add((gid, c.name))
+        self._gdirty.add((g.sid, g.name))
 
     def claim_wait_ms(self, keys, group, min_idle):
         """For a blocked XREADGROUP CLAIM: ms until the oldest pending entry
