@@ -316,12 +316,8 @@ class Importer:
         if t == "group":
             if g is not None:
                 raise ExchangeError("BUSYGROUP Consumer Group name already exists")
-            g = codec.GroupMeta(tx.counter(b"next-gid"), gname,
-                                _id_parse(rec.get("last-delivered-id"), "last-delivered-id"),
-                                _int(rec, "entries-read", -1))
-            g.sid = m.sid
-            tx._gcache()[(m.sid, gname)] = g
-            tx._gdirty.add((m.sid, gname))
+            tx.restore_group(m, gname, _id_parse(rec.get("last-delivered-id"), "last-delivered-id"),
+                             _int(rec, "entries-read", -1))
             tx.mark(name)
             return 0
         if g is None:
@@ -329,26 +325,21 @@ class Importer:
         tx.mark(name)
         if t == "consumer":
             cname = dec(rec.get("consumer"), "consumer name")
-            c = tx.get_consumer(g, cname)
-            if c is None:
-                c = tx._create_consumer(g, cname, tx.now())
-            c.seen_time = _int(rec, "seen-time")
-            c.active_time = _int(rec, "active-time", -1)
-            tx._cdirty.add((g.gid, cname))
+            tx.restore_consumer(g, cname, _int(rec, "seen-time"), _int(rec, "active-time", -1))
             return 0
         i = _id_parse(rec.get("id"))
         if i == MIN_ID:
             raise ExchangeError("bad pending ID 0-0")
         count = _int(rec, "delivery-count", 0, (1 << 63) - 1)
-        old = tx._pel_get(g, i)
         if t == "pending":
             cname = dec(rec.get("consumer"), "consumer name")
             c = tx.get_consumer(g, cname)
             if c is None:
-                c = tx._create_consumer(g, cname, tx.now())
-            tx._pel_put(g, i, c.cid, _int(rec, "delivery-time", 0), count, old)
+                now = tx.now()
+                c = tx.restore_consumer(g, cname, now, -1)
+            tx.restore_pending(g, i, c, _int(rec, "delivery-time", 0), count)
         elif t == "nacked":
-            tx._pel_put(g, i, 0, tx._nack_key(), count, old)
+            tx.restore_pending(g, i, None, 0, count)
         else:
             raise ExchangeError("unknown record type %r" % t)
         return 0

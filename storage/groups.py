@@ -226,6 +226,39 @@ class GroupOps:
         NACK order."""
         return self.counter(b"next-nack")
 
+    # ============================================= restoring saved state
+    # (snapshots, JSON-lines import): put back exactly what was saved.
+
+    def restore_group(self, m, name, last_id, entries_read):
+        """Create group ``name`` of stream ``m`` as saved; returns it."""
+        g = codec.GroupMeta(self.counter(b"next-gid"), name, last_id, entries_read)
+        g.sid = m.sid
+        self._gcache()[(m.sid, name)] = g
+        self._gdirty.add((m.sid, name))
+        return g
+
+    def restore_consumer(self, g, name, seen_time, active_time):
+        """Create (or update) consumer ``name`` of ``g`` with its times."""
+        c = self.get_consumer(g, name)
+        if c is None:
+            c = self._create_consumer(g, name, seen_time)
+        c.seen_time, c.active_time = seen_time, active_time
+        self._cdirty.add((g.gid, name))
+        return c
+
+    def restore_pending(self, g, i, consumer, delivery_time, count):
+        """Put entry ``i`` in the PEL of ``g``: owned by ``consumer`` (a
+        ConsumerMeta) with its delivery time, or NACKed (consumer None,
+        appended to the NACK order).  Replaces any pending record."""
+        old = self._pel_get(g, i)
+        if consumer is None:
+            self._pel_put(g, i, 0, self._nack_key(), count, old)
+        else:
+            self._pel_put(g, i, consumer.cid, delivery_time, count, old)
+
+    def is_pending(self, g, i):
+        return self._pel_get(g, i) is not None
+
     # ======================================================= referenced entries
 
     def entry_referenced(self, m, groups, i):

@@ -759,23 +759,16 @@ def _apply(tx, recs, replace):
             a.flush_entries()
             a.end_producer()
             name, last_id, er = v
-            g = codec.GroupMeta(tx.counter(b"next-gid"), name, last_id, er)
-            g.sid = a.m.sid
-            tx._gcache()[(a.m.sid, name)] = g
-            tx._gdirty.add((a.m.sid, name))
-            a.g, a.c = g, None
+            a.g, a.c = tx.restore_group(a.m, name, last_id, er), None
         elif t == CONSUMER:
             name, seen, active = v
-            c = tx._create_consumer(a.g, name, now)
-            c.seen_time, c.active_time = seen, active
-            tx._cdirty.add((a.g.gid, name))
-            a.c = c
+            a.c = tx.restore_consumer(a.g, name, seen, active)
         elif t == PENDING or t == NACKED:
             i = v[0]
-            if tx._pel_get(a.g, i) is not None:
+            if tx.is_pending(a.g, i):
                 raise _bad("entry %s is pending twice in group %s", fmt(i).decode(), _show(a.g.name))
             if t == PENDING:
-                tx._pel_put(a.g, i, a.c.cid, v[1], v[2], None)
+                tx.restore_pending(a.g, i, a.c, v[1], v[2])
             else:
-                tx._pel_put(a.g, i, 0, tx._nack_key(), v[1], None)
+                tx.restore_pending(a.g, i, None, 0, v[1])
     return st
