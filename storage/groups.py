@@ -538,25 +538,6 @@ class GroupOps:
             out.append([fmt(i), fields])
         return out
 
-    def _claimable(self, g, min_idle, now, limit=0):
-        """Pending IDs idle for at least ``min_idle`` ms, longest idle
-        first (NACKed entries first), from the time index."""
-        out = []
-        c = self.lt.cursor(db=self.db_ptime)
-        p = _U64.pack(g.gid)
-        cutoff = now - min_idle
-        if c.set_range(p):
-            for k in c.iternext(values=False):
-                if k[:8] != p:
-                    break
-                gid, t, ms, seq = _CPEL.unpack(k)
-                if t > cutoff:
-                    break
-                out.append(((ms, seq), t))
-                if limit and len(out) >= limit:
-                    break
-        return out
-
     def _claim_idle(self, m, g, c, min_idle, count, now, budget=None):
         """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
         ``c``, longest idle first (NACKed first), at most ``count``

@@ -52,34 +52,23 @@ def parse_add_or_trim(argv, xadd):
         if xadd and opt == b"*":
             break
         u = opt.upper()
-        if u == b"MAXLEN" and more:
+        if (u == b"MAXLEN" or u == b"MINID") and more:
             if strategy is not None:
                 raise errors.maxlen_and_minid()
-            approx = False
+            # "~" or "=" counts as the operator only with a value after it
             nxt = argv[i + 1]
-            if more >= 2 and nxt == b"~":
-                approx = True
+            approx = more >= 2 and nxt == b"~"
+            if more >= 2 and (approx or nxt == b"="):
                 i += 1
-            elif more >= 2 and nxt == b"=":
-                i += 1
-            threshold = ll(argv[i + 1])
-            if threshold < 0:
-                raise errors.maxlen_negative()
+            if u == b"MAXLEN":
+                threshold = ll(argv[i + 1])
+                if threshold < 0:
+                    raise errors.maxlen_negative()
+                strategy = "maxlen"
+            else:
+                threshold = parse_id(argv[i + 1], 0, strict=True)
+                strategy = "minid"
             i += 1
-            strategy = "maxlen"
-        elif u == b"MINID" and more:
-            if strategy is not None:
-                raise errors.maxlen_and_minid()
-            approx = False
-            nxt = argv[i + 1]
-            if more >= 2 and nxt == b"~":
-                approx = True
-                i += 1
-            elif more >= 2 and nxt == b"=":
-                i += 1
-            threshold = parse_id(argv[i + 1], 0, strict=True)
-            i += 1
-            strategy = "minid"
         elif u == b"LIMIT" and more:
             limit = ll(argv[i + 1])
             if limit < 0:
