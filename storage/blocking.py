@@ -346,6 +346,62 @@ class Waiter:
         return False
 
 
+# ------------------------------------------------------------ fair sharing
+
+class Queue:
+    """First come, first served among the consumers of one group blocked
+    on one stream (Redis serves the client blocked longest).
+
+    Each blocked reader holds a ticket, an empty file
+    ``notify/<stream hash>.<group hash>.q/<wait start ns>.<pid>``; a new
+    block takes a new ticket, so a reader just served goes to the back.
+    ``first()`` tells whether no live reader has waited longer; tickets
+    of processes that died are removed when seen.  Errors make every
+    reader "first": fairness is best effort, progress is not."""
+
+    def __init__(self, store, key, group):
+        self.path = None
+        try:
+            d = os.path.join(store.path, NOTIFY_DIR, "%s.%s.q" % (notify_name(key), notify_name(group)))
+            os.makedirs(d, exist_ok=True)
+            self.dir = d
+            self.name = "%020d.%d" % (time.time_ns(), os.getpid())
+            self.path = os.path.join(d, self.name)
+            open(self.path, "wb").close()
+        except OSError:
+            self.path = None
+
+    def first(self):
+        if self.path is None:
+            return True
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return True
+        for n in names:
+            if n >= self.name:
+                return True
+            try:
+                os.kill(int(n.rsplit(".", 1)[1]), 0)
+                return False            # an older, live waiter
+            except ProcessLookupError:
+                try:
+                    os.unlink(os.path.join(self.dir, n))
+                except OSError:
+                    pass
+            except (ValueError, OSError):
+                return False
+        return True
+
+    def leave(self):
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            self.path = None
+
+
 def wait_for_change(store, keys, timeout_s=None):
     """Return True when a stream in ``keys`` changed, False after
     ``timeout_s`` seconds (None: no limit).  May return early; callers

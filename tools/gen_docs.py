@@ -85,7 +85,9 @@ def global_options():
     for p in cli.get_params(ctx):
         if not isinstance(p, click.Option) or p.hidden:
             continue
-        names = list(p.opts) + list(p.secondary_opts)
+        # click builds the help option's names from a set: sort them, short
+        # options first, so the output does not depend on hash seeds
+        names = sorted(list(p.opts) + list(p.secondary_opts), key=lambda n: (n.startswith("--"), n))
         metavar = None if p.is_flag else (p.metavar or p.name.upper())
         out.append((names, metavar, " ".join((p.help or "").split())))
     return out

@@ -26,7 +26,8 @@ from xstream_cli.commands.streams import Blocked
 from xstream_cli.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
-BATCH_BYTES = 8 << 20          # read at most this much before a commit
+BATCH_BYTES = 8 << 20
+FAIR_GRACE_S = 0.003           # how long a woken group reader defers to older waiters          # read at most this much before a commit
 INVALID = object()             # a line redis-cli would call "Invalid argument(s)"
 
 
@@ -89,29 +90,43 @@ class Session:
         after the command's own check but before the wait still wakes us
         (storage.blocking.Waiter).  Each retry is a read-only dry run first.
         CLAIM also wakes when the oldest pending entry becomes claimable."""
-        from storage.blocking import Waiter
+        from storage.blocking import Queue
         store = self.store
         deadline = None if b.timeout_ms == 0 else time.monotonic() + b.timeout_ms / 1000.0
         retry = _retrying(b.retry)
 
-        def attempt(woken):
-            # a dry run in a read transaction first: most wake-ups find
-            # nothing, and a write transaction would commit (for a group
-            # read, with an fsync); for real only if it would answer, or
-            # would write (a put in a read transaction raises)
+        def nothing_to_serve():
+            # a dry run in a read transaction: most wake-ups find nothing,
+            # and a write transaction would commit (for a group read, with
+            # an fsync).  A read that would deliver tries to write, which a
+            # read transaction refuses: that too means "go for real".
             try:
-                if store.transact(retry, write=False) is None:
-                    return None
+                return store.transact(retry, write=False) is None
             except Exception:
-                pass
-            if woken and b.shared:
-                # consumers of a group all wake for one entry; without a
-                # short random head start the one whose watch was set up
-                # first would win every race (Redis serves the client
-                # blocked longest; this keeps shares even)
-                import random
-                time.sleep(random.random() * 0.0005)
+                return False
+
+        def attempt(woken):
+            if nothing_to_serve():
+                return None
+            if woken and queue is not None and not queue.first():
+                # consumers of a group all wake for one entry: Redis serves
+                # the one blocked longest, so give older waiters a moment
+                # to take it before competing
+                end = time.monotonic() + FAIR_GRACE_S
+                while time.monotonic() < end and not queue.first():
+                    time.sleep(0.0002)
+                    if nothing_to_serve():
+                        return None
             return store.transact(retry, write=True)
+        queue = Queue(store, b.keys[0], b.shared) if b.shared else None
+        try:
+            return self._block_loop(b, store, deadline, attempt, queue)
+        finally:
+            if queue is not None:
+                queue.leave()
+
+    def _block_loop(self, b, store, deadline, attempt, queue):
+        from storage.blocking import Waiter
         stale = 0   # consecutive "claimable now" answers that served nothing
         woken = False
         with Waiter(store, b.keys) as w:

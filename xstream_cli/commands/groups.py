@@ -113,7 +113,7 @@ def xreadgroup(tx, argv):
     if o.claim is not None:
         def wake(t):
             return t.claim_wait_ms(o.keys, o.group, o.claim)
-    return Blocked(o.keys, o.block, retry, wake, shared=True)
+    return Blocked(o.keys, o.block, retry, wake, shared=o.group)
 
 
 # -------------------------------------------------------------- XACK & co

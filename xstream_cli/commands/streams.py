@@ -24,7 +24,7 @@ class Blocked:
         self.timeout_ms = timeout_ms
         self.retry = retry
         self.claim_wake = claim_wake   # fn(tx) -> ms when a PEL entry becomes claimable
-        self.shared = shared           # consumers compete for what arrives (XREADGROUP)
+        self.shared = shared           # XREADGROUP: the group (its consumers compete)
 
 
 # ------------------------------------------------------------ trim options
