@@ -30,6 +30,24 @@ def render_pretty(reply):
         console.print("[bold red](error)[/] " + _esc(reply.text))
     elif type(reply) is list and reply and all(_is_entry(e) for e in reply):
         console.print(_entries_table(reply, Table))
+    elif type(reply) is list and reply and all(type(x) is Map for x in reply):
+        # XINFO GROUPS / CONSUMERS: one row per map
+        cols = [k for k, _ in reply[0].pairs]
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        for c in cols:
+            t.add_column(_esc(_s(c)))
+        for row in reply:
+            d = dict(row.pairs)
+            t.add_row(*[_esc(_plain(d.get(c))) for c in cols])
+        console.print(t)
+    elif type(reply) is list and reply and all(_is_pending_row(x) for x in reply):
+        # XPENDING's extended form
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        for c in ("id", "consumer", "idle ms", "deliveries"):
+            t.add_column(c)
+        for i, c, idle, n in reply:
+            t.add_row(_esc(_s(i)), _esc(_s(c)) if c else "[dim](nacked)[/]", str(idle), str(n))
+        console.print(t)
     elif type(reply) is Map and not reply.flat:
         for k, ents in reply.pairs:
             console.print("[bold cyan]%s[/]" % _esc(_s(k)))
@@ -44,6 +62,11 @@ def render_pretty(reply):
     else:
         console.print(_esc(_plain(reply)))
     return buf.getvalue().encode("utf-8", "surrogateescape")
+
+
+def _is_pending_row(x):
+    return type(x) is list and len(x) == 4 and type(x[0]) is bytes and type(x[1]) is bytes \
+        and type(x[2]) is int and type(x[3]) is int
 
 
 def _entries_table(entries, Table):
