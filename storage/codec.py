@@ -272,14 +272,19 @@ def id_from_pel_key(key):
     return ID.unpack_from(key, 8)
 
 
+PENDING = struct.Struct(">QQQ")      # owner cid, time key, delivery count
+
+
 def encode_pending(cid, delivery_time, delivery_count):
-    """A PEL record: owner (0: unowned, after XNACK), last delivery time,
-    delivery count."""
-    return packb([cid, delivery_time, delivery_count])
+    """A PEL record, 24 bytes: owner (0: unowned, after XNACK), time key
+    (last delivery time; the NACK order for unowned entries), delivery
+    count (up to LLONG_MAX)."""
+    return PENDING.pack(cid, delivery_time, delivery_count)
 
 
 def decode_pending(value):
-    return msgpack.unpackb(value, raw=False)
+    """-> (cid, time key, delivery count)"""
+    return PENDING.unpack(value)
 
 
 def cpel_key(gid, cid, i):

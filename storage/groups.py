@@ -26,8 +26,8 @@ _PEL = codec.PEL
 _CPEL = codec.CPEL
 _ID_FROM = codec.ID.unpack_from
 _U64 = codec.U64
-_pack = codec.packb
-_unpack = codec.decode_pending
+_unpack = codec.PENDING.unpack
+_pend = codec.PENDING.pack
 
 
 class GroupOps:
@@ -195,7 +195,7 @@ class GroupOps:
                     self._cdirty.add((gid, oc.name))
         else:
             g.pel_count += 1
-        lt.put(_PEL.pack(gid, ms, seq), _pack([cid, tkey, count]), db=self.db_pel)
+        lt.put(_PEL.pack(gid, ms, seq), _pend(cid, tkey, count), db=self.db_pel)
         if old is None or old[1] != tkey:
             lt.put(_CPEL.pack(gid, tkey, ms, seq), b"", db=self.db_ptime)
         if cid and (old is None or old[0] != cid):
@@ -542,11 +542,17 @@ class GroupOps:
         """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
         ``c``, longest idle first (NACKed first), at most ``count``
         (0: all).  Entries deleted from the stream are skipped.  Returns
-        (id, fields, idle, delivery count before this delivery)."""
-        cand = []
-        cur = self.lt.cursor(db=self.db_ptime)
-        p = _U64.pack(g.gid)
+        (id, fields, idle, delivery count before this delivery).  Walks
+        the time index from its start: O(log n + k)."""
+        lt = self.lt
+        get = lt.get
+        db_entries, db_pel = self.db_entries, self.db_pel
+        epack, ppack = codec.ENTRY.pack, _PEL.pack
+        sid, gid = m.sid, g.gid
+        cur = lt.cursor(db=self.db_ptime)
+        p = _U64.pack(gid)
         cutoff = now - min_idle
+        cand = []
         if cur.set_range(p):
             for k in cur.iternext(values=False):
                 if k[:8] != p:
@@ -554,18 +560,20 @@ class GroupOps:
                 _, t, ms, seq = _CPEL.unpack(k)
                 if t > cutoff:
                     break
-                i = (ms, seq)
-                fields = self.entry_fields(m, i)
-                if fields is None:
+                v = get(epack(sid, ms, seq), db=db_entries)
+                if v is None:       # deleted from the stream: skipped
                     continue
-                cand.append((i, fields))
+                cand.append(((ms, seq), v))
                 if count and len(cand) >= count:
                     break
+        decode = codec.decode_entry
+        rows = [(i, decode(v)[1]) for i, v in cand]
+        if budget and budget[1]:
+            rows = _fit(rows, budget)
         out = []
         moves = []
-        get, db_pel = self.lt.get, self.db_pel
-        for i, fields in _fit(cand, budget):
-            old = _unpack(get(_PEL.pack(g.gid, i[0], i[1]), db=db_pel))
+        for i, fields in rows:
+            old = _unpack(get(ppack(gid, i[0], i[1]), db=db_pel))
             idle = now - old[1] if old[0] else now
             moves.append((i, old))
             out.append([b"%d-%d" % i, fields, idle if idle > 0 else 0, old[2]])
@@ -577,28 +585,34 @@ class GroupOps:
         one more delivery each: ``moves`` is [(id, old record)].  The same
         index updates as ``_pel_put``, done in bulk (claiming)."""
         lt, gid, cid = self.lt, g.gid, c.cid
-        put, delete = lt.put, lt.delete
-        db_pel, db_cpel, db_ptime = self.db_pel, self.db_cpel, self.db_ptime
-        pack = _CPEL.pack
+        delete = lt.delete
+        db_cpel, db_ptime = self.db_cpel, self.db_ptime
+        pack, ppack = _CPEL.pack, _PEL.pack
         lost = {}
-        gained = 0
+        new_ptime, new_cpel, new_pel = [], [], []
         for (ms, seq), (ocid, otk, cnt) in moves:
             if otk != now:
                 delete(pack(gid, otk, ms, seq), db=db_ptime)
-                put(pack(gid, now, ms, seq), b"", db=db_ptime)
+                new_ptime.append((pack(gid, now, ms, seq), b""))
             if ocid != cid:
                 if ocid:
                     delete(pack(gid, ocid, ms, seq), db=db_cpel)
                     lost[ocid] = lost.get(ocid, 0) + 1
-                put(pack(gid, cid, ms, seq), b"", db=db_cpel)
-                gained += 1
-            put(_PEL.pack(gid, ms, seq), _pack([cid, now, cnt if cnt == LLONG_MAX else cnt + 1]), db=db_pel)
+                new_cpel.append((pack(gid, cid, ms, seq), b""))
+            new_pel.append((ppack(gid, ms, seq), _pend(cid, now, cnt if cnt == LLONG_MAX else cnt + 1)))
+        # key order makes the inserts cheap (neighbouring B-tree leaves)
+        new_pel.sort()
+        new_cpel.sort()
+        new_ptime.sort()
+        lt.cursor(db=self.db_pel).putmulti(new_pel)
+        lt.cursor(db=db_cpel).putmulti(new_cpel)
+        lt.cursor(db=db_ptime).putmulti(new_ptime)
         for ocid, n in lost.items():
             oc = self.consumer_by_cid(g, ocid)
             if oc is not None:
                 oc.pel_count -= n
                 self._cdirty.add((gid, oc.name))
-        c.pel_count += gained
+        c.pel_count += len(new_cpel)
         self._cdirty.add((gid, c.name))
         self._gdirty.add((g.sid, g.name))
 

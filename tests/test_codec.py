@@ -202,7 +202,7 @@ def test_consumer_record_round_trips(cid, name, now, active):
 
 @given(u64, u64, st.integers(0, (1 << 63) - 1))
 def test_pending_record_round_trips(cid, t, n):
-    assert codec.decode_pending(codec.encode_pending(cid, t, n)) == [cid, t, n]
+    assert codec.decode_pending(codec.encode_pending(cid, t, n)) == (cid, t, n)
 
 
 def test_database_set_is_fixed_and_named():

@@ -104,7 +104,7 @@ def test_xreadgroup_new_entries_go_into_all_three_pel_indexes(store, clock):
     assert c.pel_count == 2 and c.active_time == T0 and c.seen_time == T0
     pel = rows(store, b"pel", codec.gid_prefix(g.gid))
     assert [(codec.id_from_pel_key(k), codec.decode_pending(v)) for k, v in pel] == [
-        ((1, 0), [c.cid, T0, 1]), ((2, 0), [c.cid, T0, 1])]
+        ((1, 0), (c.cid, T0, 1)), ((2, 0), (c.cid, T0, 1))]
     assert [k for k, _ in rows(store, b"cpel")] == [codec.cpel_key(g.gid, c.cid, (1, 0)),
                                                     codec.cpel_key(g.gid, c.cid, (2, 0))]
     assert [k for k, _ in rows(store, b"ptime")] == [codec.ptime_key(g.gid, T0, (1, 0)),
