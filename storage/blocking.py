@@ -1,7 +1,7 @@
 """Waiting for streams to change (XREAD / XREADGROUP ... BLOCK, xs tail -f).
 
 Writers bump a per-stream change counter in the same transaction as the
-change (``Txn.flush``) and, after the commit, call ``notify(store, names)``.
+change (storage.stream_records) and, after the commit, call ``notify(store, names)``.
 Readers wait on per-stream notification files and re-check in a fresh
 transaction when woken.
 
@@ -34,8 +34,6 @@ re-checks after arming (``Session.block`` does) never misses one.
 """
 import os
 import time
-
-from storage import codec
 
 POLL_S = 0.005            # fallback poll interval (no inotify)
 NOTIFY_DIR = "notify"     # inside the store directory
@@ -99,11 +97,7 @@ def notify(store, names):
 
 def versions(store, keys):
     """The change counters of ``keys`` (None for never-changed)."""
-    def read(tx):
-        get = tx.lt.get
-        db = tx.db_meta
-        return [get(b"v" + codec.name_key(k), db=db) for k in keys]
-    return store.transact(read, write=False)
+    return store.run(lambda tx: tx.change_counters(keys), write=False)
 
 
 def _inotify():

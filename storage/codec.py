@@ -1,4 +1,6 @@
-"""Every key and value layout of the store, and nothing else.
+"""Every key and value layout of the store (and of the snapshot file),
+and nothing else.  No other module packs or unpacks a layout: they call
+the paired helpers here (``entry_key(sid, id)`` / ``id_from_entry_key``).
 
 The environment holds these named databases (the main database is never
 used for data):
@@ -7,39 +9,51 @@ used for data):
   entries   sid + ms + seq -> fields         stream entries, in ID order
   groups    sid + name key -> group record   consumer groups of a stream
   consumers gid + name key -> consumer rec.  consumers of a group
+  cnames    gid + cid -> consumer name       owner lookups (PEL -> name)
   pel       gid + ms + seq -> pending rec.   the group PEL, by entry ID
   cpel      gid + cid + ms + seq -> ""       per-consumer PEL index
   ptime     gid + time + ms + seq -> ""      PEL by last delivery time
-  idmp      sid + pid key + iid -> idmp rec. idempotent-producer history
-  meta      name -> value                    counters and format version
+  idmp      sid + pid key + ...              idempotent-producer history
+  meta      name -> value                    format version, counters,
+                                             per-stream change counters
 
 ``sid``, ``gid`` and ``cid`` are 64-bit numbers handed out once from
-counters in ``meta``: the stream's entries and groups hang off the number,
-not off the name, so RENAME moves one record, and a stream deleted and
-created again never sees old data.  All integers are big-endian so that
-byte order is numeric order: entries iterate in ID order and the time
-index in delivery-time order.
+counters in ``meta``: a stream's entries and groups hang off its number,
+not its name, so RENAME moves one record, and a stream deleted and
+created again never sees old data.  Integers in keys are big-endian so
+that byte order is numeric order: entries iterate in ID order and the
+time index in delivery-time order.
 
 Names (streams, groups, consumers, producers) can be of any length.
 LMDB keys cannot (511 bytes), so a "name key" is ``0x00 + name`` for
 names up to ``SHORT_NAME`` bytes and ``0x01 + sha256(name)`` beyond; the
 full name is then kept in the record.
+
+Format versions (``meta["format"]``; storage.migrate upgrades a store):
+  1  records are positional msgpack arrays; the consumer-by-id index
+     lives in ``consumers`` under ``gid + 0x02 + cid``.
+  2  records are msgpack maps that decode with a default for any field
+     they lack (a field can be added without a migration); the
+     consumer-by-id index has its own database, ``cnames``.
 """
 import struct
 
 import msgpack
 
+FORMAT_VERSION = 2          # what this code writes
+OLDEST_FORMAT = 1           # the oldest format storage.migrate upgrades
+
 SHORT_NAME = 400
+LMDB_KEY_MAX = 511
+
+DATABASES = (b"keys", b"entries", b"groups", b"consumers", b"cnames", b"pel", b"cpel", b"ptime",
+             b"idmp", b"meta")
 
 U64 = struct.Struct(">Q")
 ID = struct.Struct(">QQ")            # ms, seq
-ENTRY = struct.Struct(">QQQ")        # sid, ms, seq
-PEL = ENTRY                          # gid, ms, seq
-CPEL = struct.Struct(">QQQQ")        # gid, cid, ms, seq
-PTIME = CPEL                         # gid, delivery time, ms, seq
-
-DATABASES = (b"keys", b"entries", b"groups", b"consumers", b"pel", b"cpel", b"ptime", b"idmp", b"meta")
-FORMAT_VERSION = 1
+_KEY3 = struct.Struct(">QQQ")        # number, ms, seq (entries, pel)
+_KEY4 = struct.Struct(">QQQQ")       # gid, cid|time, ms, seq (cpel, ptime)
+_PENDING = struct.Struct(">QQQ")     # owner cid, time key, delivery count
 
 packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -48,7 +62,39 @@ def unpackb(b):
     return msgpack.unpackb(b, raw=False)
 
 
-# ------------------------------------------------------------------ names
+# ============================================================ plain values
+
+def encode_id(i):
+    """A stream ID as a 16-byte value (IDMP records)."""
+    return ID.pack(i[0], i[1])
+
+
+def decode_id(b, offset=0):
+    return ID.unpack_from(b, offset)
+
+
+def encode_count(n):
+    """A counter value (decimal text: readable with mdb_dump)."""
+    return b"%d" % n
+
+
+def decode_count(b):
+    return int(b) if b is not None else 0
+
+
+def number_prefix(n):
+    """The key prefix of everything hanging off number ``n`` (a sid or a gid)."""
+    return U64.pack(n)
+
+
+def prefix_end(p):
+    """The smallest key greater than every key starting with ``p``
+    (b"" when there is none: ``p`` is all 0xff)."""
+    p = p.rstrip(b"\xff")
+    return p[:-1] + bytes([p[-1] + 1]) if p else b""
+
+
+# =================================================================== names
 
 def name_key(name):
     """Key of a name in any name-keyed database (see module docstring)."""
@@ -69,10 +115,39 @@ def name_from_key(key):
     return None
 
 
-# ----------------------------------------------------------------- entries
+def valid_name_key(k):
+    """Whether ``k`` is a well-formed name key (snapshot and import checks)."""
+    return (k[:1] == b"\x00" and len(k) <= SHORT_NAME + 1) or (k[:1] == b"\x01" and len(k) == 33)
+
+
+def scan_cursor(key):
+    """The SCAN cursor that resumes at name key ``key``: 1 + its first 8
+    bytes (zero-padded) as a big-endian number (0 means "done")."""
+    return int.from_bytes(key[:8].ljust(8, b"\x00"), "big") + 1
+
+
+def scan_start(cursor):
+    """Where SCAN resumes for ``cursor``: its 8 bytes without the zero
+    padding, so a key shorter than 8 bytes is found again (SCAN may
+    repeat keys, never miss one)."""
+    return b"" if cursor == 0 else (cursor - 1).to_bytes(8, "big").rstrip(b"\x00")
+
+
+# ==================================================================== meta
+
+META_FORMAT = b"format"
+COUNTER_SID, COUNTER_GID, COUNTER_CID, COUNTER_NACK = b"next-sid", b"next-gid", b"next-cid", b"next-nack"
+
+
+def change_counter_key(name):
+    """meta: the change counter of stream ``name`` (blocking readers)."""
+    return b"v" + name_key(name)
+
+
+# ================================================================= entries
 
 def entry_key(sid, i):
-    return ENTRY.pack(sid, i[0], i[1])
+    return _KEY3.pack(sid, i[0], i[1])
 
 
 def id_from_entry_key(key):
@@ -96,12 +171,22 @@ def encode_entry(id_text, fields):
     return b"\x00" + packb([id_text, fields])
 
 
+def encode_text_entry(id_text, joined_fields):
+    """``encode_entry`` for fields already joined by newlines, none of
+    them containing one (the bulk-ingest path)."""
+    return id_text + b"\n" + joined_fields
+
+
 def decode_entry(value):
     """Stored value -> ``[id_text, fields]``."""
     if value[:1] != b"\x00":
         parts = value.split(b"\n")
         return [parts[0], parts[1:]]
     return msgpack.unpackb(value[1:], raw=False)
+
+
+def entry_fields(value):
+    return decode_entry(value)[1]
 
 
 class Entries:
@@ -147,7 +232,15 @@ class Entries:
         return joined
 
 
-# ----------------------------------------------------------- stream record
+# ================================================================= records
+#
+# Format 2: a msgpack map per record.  ``decode`` gives every field its
+# default when the map lacks it, so a later version can add a field
+# without a migration (and without touching stores that never use it).
+
+def _pair(v):
+    return (v[0], v[1])
+
 
 class StreamMeta:
     """The stream record: everything Redis keeps in ``struct stream`` but
@@ -177,23 +270,34 @@ class StreamMeta:
         self.name = name
 
     def encode(self):
-        return packb([self.sid, self.length, self.last_id[0], self.last_id[1],
-                      self.max_deleted[0], self.max_deleted[1], self.entries_added,
-                      self.idmp_duration, self.idmp_maxsize, self.idmp_stats,
-                      self.idmp_cfg, self.name])
+        return packb({"sid": self.sid, "length": self.length, "last-id": self.last_id,
+                      "max-deleted": self.max_deleted, "entries-added": self.entries_added,
+                      "idmp-duration": self.idmp_duration, "idmp-maxsize": self.idmp_maxsize,
+                      "idmp-stats": self.idmp_stats, "idmp-cfg": self.idmp_cfg, "name": self.name})
 
     @classmethod
     def decode(cls, value):
-        v = msgpack.unpackb(value, raw=False)
-        m = cls.__new__(cls)
-        (m.sid, m.length, lms, lseq, dms, dseq, m.entries_added, m.idmp_duration,
-         m.idmp_maxsize, m.idmp_stats, m.idmp_cfg, m.name) = v
-        m.last_id = (lms, lseq)
-        m.max_deleted = (dms, dseq)
+        d = unpackb(value)
+        m = cls(d["sid"], d.get("name"))
+        m.length = d.get("length", 0)
+        m.last_id = _pair(d.get("last-id", (0, 0)))
+        m.max_deleted = _pair(d.get("max-deleted", (0, 0)))
+        m.entries_added = d.get("entries-added", 0)
+        m.idmp_duration = d.get("idmp-duration", 100)
+        m.idmp_maxsize = d.get("idmp-maxsize", 100)
+        m.idmp_stats = list(d.get("idmp-stats", (0, 0, 0, 0)))
+        m.idmp_cfg = d.get("idmp-cfg", False)
         return m
 
+    @classmethod
+    def decode_v1(cls, value):
+        """A format-1 record (a positional array)."""
+        (sid, length, lms, lseq, dms, dseq, added, dur, maxsize, stats, cfg, name) = unpackb(value)
+        m = cls(sid, name)
+        m.length, m.last_id, m.max_deleted, m.entries_added = length, (lms, lseq), (dms, dseq), added
+        m.idmp_duration, m.idmp_maxsize, m.idmp_stats, m.idmp_cfg = dur, maxsize, list(stats), cfg
+        return m
 
-# ------------------------------------------------------------ group records
 
 def group_key(sid, name):
     return U64.pack(sid) + name_key(name)
@@ -209,22 +313,30 @@ class GroupMeta:
                  "pel_count",     # entries in the group PEL
                  "sid")           # the stream's number (not stored: known from the key)
 
-    def __init__(self, gid, name, last_id, entries_read):
+    def __init__(self, gid, name, last_id, entries_read, sid=0):
         self.gid = gid
         self.name = name
         self.last_id = last_id
         self.entries_read = entries_read
         self.pel_count = 0
+        self.sid = sid
 
     def encode(self):
-        return packb([self.gid, self.name, self.last_id[0], self.last_id[1],
-                      self.entries_read, self.pel_count])
+        return packb({"gid": self.gid, "name": self.name, "last-id": self.last_id,
+                      "entries-read": self.entries_read, "pel-count": self.pel_count})
 
     @classmethod
-    def decode(cls, value):
-        gid, name, ms, seq, er, pc = msgpack.unpackb(value, raw=False)
-        g = cls.__new__(cls)
-        g.gid, g.name, g.last_id, g.entries_read, g.pel_count = gid, name, (ms, seq), er, pc
+    def decode(cls, value, sid=0):
+        d = unpackb(value)
+        g = cls(d["gid"], d["name"], _pair(d.get("last-id", (0, 0))), d.get("entries-read", -1), sid)
+        g.pel_count = d.get("pel-count", 0)
+        return g
+
+    @classmethod
+    def decode_v1(cls, value):
+        gid, name, ms, seq, er, pc = unpackb(value)
+        g = cls(gid, name, (ms, seq), er)
+        g.pel_count = pc
         return g
 
 
@@ -253,42 +365,62 @@ class ConsumerMeta:
         self.pel_count = 0
 
     def encode(self):
-        return packb([self.cid, self.name, self.seen_time, self.active_time, self.pel_count])
+        return packb({"cid": self.cid, "name": self.name, "seen-time": self.seen_time,
+                      "active-time": self.active_time, "pel-count": self.pel_count})
 
     @classmethod
     def decode(cls, value):
-        c = cls.__new__(cls)
-        c.cid, c.name, c.seen_time, c.active_time, c.pel_count = msgpack.unpackb(value, raw=False)
+        d = unpackb(value)
+        c = cls(d["cid"], d["name"], d.get("seen-time", 0))
+        c.active_time = d.get("active-time", -1)
+        c.pel_count = d.get("pel-count", 0)
+        return c
+
+    @classmethod
+    def decode_v1(cls, value):
+        cid, name, seen, active, pc = unpackb(value)
+        c = cls(cid, name, seen)
+        c.active_time, c.pel_count = active, pc
         return c
 
 
-# ------------------------------------------------------------- PEL records
+def cname_key(gid, cid):
+    """cnames: the consumer numbered ``cid`` in group ``gid``."""
+    return ID.pack(gid, cid)
+
+
+def v1_cname_index(key):
+    """Format 1 kept the consumer-by-id index in ``consumers`` under
+    ``gid + 0x02 + cid``: (gid, cid) for such a key, else None."""
+    if len(key) == 17 and key[8:9] == b"\x02":
+        return U64.unpack_from(key)[0], U64.unpack_from(key, 9)[0]
+    return None
+
+
+# ============================================================ PEL records
 
 def pel_key(gid, i):
-    return PEL.pack(gid, i[0], i[1])
+    return _KEY3.pack(gid, i[0], i[1])
 
 
 def id_from_pel_key(key):
     return ID.unpack_from(key, 8)
 
 
-PENDING = struct.Struct(">QQQ")      # owner cid, time key, delivery count
-
-
 def encode_pending(cid, delivery_time, delivery_count):
     """A PEL record, 24 bytes: owner (0: unowned, after XNACK), time key
     (last delivery time; the NACK order for unowned entries), delivery
     count (up to LLONG_MAX)."""
-    return PENDING.pack(cid, delivery_time, delivery_count)
+    return _PENDING.pack(cid, delivery_time, delivery_count)
 
 
 def decode_pending(value):
     """-> (cid, time key, delivery count)"""
-    return PENDING.unpack(value)
+    return _PENDING.unpack(value)
 
 
 def cpel_key(gid, cid, i):
-    return CPEL.pack(gid, cid, i[0], i[1])
+    return _KEY4.pack(gid, cid, i[0], i[1])
 
 
 def cpel_prefix(gid, cid):
@@ -300,16 +432,25 @@ def id_from_cpel_key(key):
 
 
 def ptime_key(gid, t, i):
-    return PTIME.pack(gid, t, i[0], i[1])
+    return _KEY4.pack(gid, t, i[0], i[1])
 
 
 def ptime_from_key(key):
     """(delivery time, (ms, seq)) of a time-index key."""
-    _, t, ms, seq = PTIME.unpack(key)
+    _, t, ms, seq = _KEY4.unpack(key)
     return t, (ms, seq)
 
 
-# -------------------------------------------------------- idempotency (IDMP)
+# ------------------------------------------------------ bulk-path helpers
+# The hot loops (claiming, bulk ingest) bind these once instead of
+# calling the paired helpers per key.
+
+pack_key3 = _KEY3.pack                # (number, ms, seq) -> entry / pel key
+pack_key4 = _KEY4.pack                # (gid, cid|time, ms, seq) -> cpel / ptime key
+unpack_key4 = _KEY4.unpack
+
+
+# ======================================================== idempotency (IDMP)
 #
 # Per producer P = sid + 2-byte length + name key of the producer id:
 #   P + "i" + iid key    -> ID the IID was first recorded with (16 bytes)
@@ -319,11 +460,13 @@ def ptime_from_key(key):
 # An iid key is the IID's name key, or 0x01 + sha256(IID) when the whole
 # key would not fit LMDB's 511-byte limit.
 
-LMDB_KEY_MAX = 511
-
-
 def idmp_pid_prefix(sid, pid):
-    pk = name_key(pid)
+    """P for producer ``pid`` (bytes) of stream ``sid``."""
+    return idmp_prefix_for_key(sid, name_key(pid))
+
+
+def idmp_prefix_for_key(sid, pk):
+    """P for a producer given by its name key (snapshots carry keys)."""
     return U64.pack(sid) + bytes([len(pk) >> 8, len(pk) & 255]) + pk
 
 
@@ -344,5 +487,48 @@ def idmp_order_key(prefix, i):
     return prefix + b"o" + ID.pack(i[0], i[1])
 
 
+def idmp_order_prefix(prefix):
+    return prefix + b"o"
+
+
+def idmp_id_from_order_key(prefix, key):
+    return ID.unpack_from(key, len(prefix) + 1)
+
+
 def idmp_count_key(prefix):
     return prefix + b"n"
+
+
+def idmp_split_key(key):
+    """(producer name key, kind, rest) of any IDMP key (kind b"i", b"o"
+    or b"n")."""
+    ln = (key[8] << 8) | key[9]
+    pk = key[10:10 + ln]
+    return pk, key[10 + ln:11 + ln], key[11 + ln:]
+
+
+# ============================================================ snapshot file
+# The binary snapshot format (docs/snapshot-format.md): framed records.
+
+SNAP_FRAME = struct.Struct(">BI")          # record type, payload length
+SNAP_VERSION = struct.Struct(">H")
+SNAP_PENDING = struct.Struct(">QQqQ")      # ms, seq, delivery time, delivery count
+SNAP_NACKED = struct.Struct(">QQQ")        # ms, seq, delivery count
+
+
+def snap_entry(i, fields_blob):
+    """ENTRY payload: the ID, then the fields as a msgpack array."""
+    return ID.pack(i[0], i[1]) + fields_blob
+
+
+def snap_split_entry(payload):
+    """-> ((ms, seq), fields blob)"""
+    return ID.unpack_from(payload), payload[16:]
+
+
+def snap_iid(i, iid_key):
+    return ID.pack(i[0], i[1]) + iid_key
+
+
+def snap_split_iid(payload):
+    return ID.unpack_from(payload), payload[16:]

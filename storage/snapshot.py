@@ -19,23 +19,26 @@ writers go on) and writes through a 1 MiB buffer, so memory does not
 grow with the store.  Restoring reads the file twice: the first pass
 checks magic, version, every record, the grammar and the checksum
 without touching the store; the second pass applies the same records in
-ONE write transaction, which also re-checks everything (a file changed
-between the passes aborts it), so a refused or interrupted restore
+ONE write transaction through the engine's load path (storage.load,
+which checks every value again), so a refused or interrupted restore
 leaves the target exactly as it was.  Payloads are length-prefixed and
 capped at ``MAX_RECORD``; nothing is ever evaluated (msgpack data and
-fixed-width integers only, no pickle).
+fixed-width integers only, no pickle).  Record layouts are codec's
+(``codec.SNAP_*``).
 """
 import hashlib
 import os
-import struct
 import tempfile
 import time
 
-import lmdb
 import msgpack
 
 from storage import codec
-from storage.ids import MAX_ID, MIN_ID, U64, fmt
+from storage.dump import CorruptStore
+from storage.errors import RedisError
+from storage.ids import MIN_ID, U64, fmt
+from storage.load import LoadError, Stats
+from storage.txn import StoreFailure
 
 MAGIC = b"\x89XSNAP\r\n\x1a\n"      # PNG-style: catches text-mode mangling
 VERSION = 1
@@ -63,32 +66,16 @@ FOLLOWS = {
     NACKED: {GROUP, CONSUMER, PENDING, NACKED},
 }
 
-_FRAME = struct.Struct(">BI")
-_VER = struct.Struct(">H")
-_ID = codec.ID
-_PEND = struct.Struct(">QQqQ")       # ms, seq, delivery time, delivery count
-_NACK = struct.Struct(">QQQ")        # ms, seq, delivery count
-_IIDREC = _ID                        # ms, seq, then the IID key
+_FRAME = codec.SNAP_FRAME
+_VER = codec.SNAP_VERSION
+_PEND = codec.SNAP_PENDING           # ms, seq, delivery time, delivery count
+_NACK = codec.SNAP_NACKED            # ms, seq, delivery count
 I64 = (1 << 63) - 1
 
 
 class SnapshotError(Exception):
     """A snapshot cannot be written, read or applied (the message says
     why, for a person)."""
-
-
-class Stats:
-    """What a save or restore handled."""
-
-    __slots__ = ("streams", "entries", "bytes", "seconds")
-
-    def __init__(self):
-        self.streams = self.entries = self.bytes = 0
-        self.seconds = 0.0
-
-    def __repr__(self):
-        return "Stats(streams=%d, entries=%d, bytes=%d, seconds=%.3f)" % (
-            self.streams, self.entries, self.bytes, self.seconds)
 
 
 # ====================================================================== save
@@ -138,12 +125,6 @@ def _pack_map(d):
     return codec.packb(d)
 
 
-def _fields_blob(v):
-    """The fields of a stored entry value as a msgpack array (the stored
-    layout is codec's business: always go through ``decode_entry``)."""
-    return codec.packb(codec.decode_entry(v)[1])
-
-
 def save(store, f, streams=None, progress=None):
     """Write a snapshot of ``store`` (or of the named ``streams``) to the
     binary file object ``f``.  One read transaction; memory does not
@@ -152,31 +133,20 @@ def save(store, f, streams=None, progress=None):
     t0 = time.monotonic()
     st = Stats()
     with store.read() as tx:
-        lt = tx.lt
         if streams is None:
-            todo = None
-            total = 0
-            for k, v in lt.cursor(db=tx.db_keys):
-                total += codec.StreamMeta.decode(v).length
+            names = tx.stream_names()
         else:
-            todo = []
-            seen = set()
-            for name in streams:
-                if name in seen:
-                    continue
-                seen.add(name)
-                m = tx.meta(name)
-                if m is None:
+            names = list(dict.fromkeys(streams))
+            for name in names:
+                if not tx.exists([name]):
                     raise SnapshotError("no such stream: %s" % name.decode("utf-8", "replace"))
-                todo.append((name, m))
-            total = sum(m.length for _, m in todo)
+        total = sum(tx.length(n) for n in names)
         w = _Writer(f, None if progress is None else (lambda ph, d, _t: progress(ph, d, total)))
         w.raw(MAGIC + _VER.pack(VERSION))
         w.rec(HEADER, _pack_map({"created-ms": int(time.time() * 1000), "writer": "xs",
                                  "entries": total}))
-        it = todo if todo is not None else _all_streams(tx)
-        for name, m in it:
-            _save_stream(tx, w, name, m)
+        for name in names:
+            _save_stream(tx, w, name)
             st.streams += 1
         w.rec(END, _pack_map({"streams": st.streams, "entries": w.entries}))
         w.finish()
@@ -190,110 +160,43 @@ def save(store, f, streams=None, progress=None):
     return st
 
 
-def _all_streams(tx):
-    """(name, StreamMeta) of every stream, in key order."""
-    c = tx.lt.cursor(db=tx.db_keys)
-    for k, v in c:
-        m = codec.StreamMeta.decode(v)
-        name = codec.name_from_key(k)
-        yield (name if name is not None else m.name), m
-
-
-def stream_records(tx, name, m):
-    """Everything of stream ``m`` as logical records, in snapshot order
-    (shared with the JSON-lines export).  Yields ``(type, value)``:
-
-      STREAM    the stream record (a dict, as written to a snapshot)
-      ENTRY     (entry key, stored value) -- raw, decoded by the caller
-      PRODUCER  the producer key (name key: 0x00 + name or 0x01 + sha256)
-      IID       ((ms, seq), iid key)
-      GROUP     {"name", "last-id", "entries-read"}
-      CONSUMER  {"name", "seen-time", "active-time"}
-      PENDING   ((ms, seq), delivery time, delivery count), owned by the
-                last CONSUMER
-      NACKED    ((ms, seq), delivery count), in NACK order
-    """
-    lt = tx.lt
-    yield STREAM, {
-        "name": name, "length": m.length,
-        "last-id": list(m.last_id), "max-deleted-id": list(m.max_deleted),
-        "entries-added": m.entries_added,
-        "idmp-configured": bool(m.idmp_cfg), "idmp-duration": m.idmp_duration,
-        "idmp-maxsize": m.idmp_maxsize,
-        "iids-added": m.idmp_stats[2], "iids-duplicates": m.idmp_stats[3]}
-    p = codec.sid_prefix(m.sid)
-    # entries, in ID order
-    c = lt.cursor(db=tx.db_entries)
-    n = 0
-    if c.set_range(p):
-        for kv in c.iternext():
-            if kv[0][:8] != p:
-                break
-            yield ENTRY, kv
-            n += 1
-    if n != m.length:
-        raise SnapshotError("stream %s: its record says %d entries but %d are stored"
-                            % (_show(name), m.length, n))
-    # idempotent-producer history: per producer, its IIDs in insertion order
-    c = lt.cursor(db=tx.db_idmp)
-    cur = None
-    if c.set_range(p):
-        for k, v in c.iternext():
-            if k[:8] != p:
-                break
-            ln = (k[8] << 8) | k[9]
-            pk = k[10:10 + ln]
-            if pk != cur:
-                yield PRODUCER, pk
-                cur = pk
-            if k[10 + ln:11 + ln] == b"o":
-                yield IID, (_ID.unpack_from(k, 11 + ln), v)
-    # groups, consumers, PEL
-    for g in tx.group_list(m):
-        yield GROUP, {"name": g.name, "last-id": list(g.last_id), "entries-read": g.entries_read}
-        gp = codec.gid_prefix(g.gid)
-        for cm in tx.consumer_list(g):
-            yield CONSUMER, {"name": cm.name, "seen-time": cm.seen_time, "active-time": cm.active_time}
-            cp = codec.cpel_prefix(g.gid, cm.cid)
-            cc = lt.cursor(db=tx.db_cpel)
-            if cc.set_range(cp):
-                for k in cc.iternext(values=False):
-                    if k[:16] != cp:
-                        break
-                    i = _ID.unpack_from(k, 16)
-                    _, t, cnt = codec.decode_pending(lt.get(codec.pel_key(g.gid, i), db=tx.db_pel))
-                    yield PENDING, (i, t, cnt)
-        # NACKed entries (no owner), in NACK order: the time index order
-        cc = lt.cursor(db=tx.db_ptime)
-        if cc.set_range(gp):
-            for k in cc.iternext(values=False):
-                if k[:8] != gp:
-                    break
-                _, _, ms, seq = codec.PTIME.unpack(k)
-                cid, _, cnt = codec.decode_pending(lt.get(codec.pel_key(g.gid, (ms, seq)), db=tx.db_pel))
-                if not cid:
-                    yield NACKED, ((ms, seq), cnt)
-
-
-def _save_stream(tx, w, name, m):
+def _save_stream(tx, w, name):
+    """One stream's records (storage.dump) as snapshot records."""
     rec = w.rec
     pack = _pack_map
-    for t, v in stream_records(tx, name, m):
-        if t == ENTRY:
-            rec(ENTRY, v[0][8:24] + _fields_blob(v[1]))
-            w.entries += 1
-        elif t == PENDING:
-            i, tm, cnt = v
-            rec(PENDING, _PEND.pack(i[0], i[1], tm, cnt))
-        elif t == NACKED:
-            i, cnt = v
-            rec(NACKED, _NACK.pack(i[0], i[1], cnt))
-        elif t == IID:
-            rec(IID, _ID.pack(*v[0]) + v[1])
-        elif t == PRODUCER:
-            rec(PRODUCER, v)
-        else:
-            rec(t, pack(v))
+    producer = None
+    try:
+        for r in tx.dump(name):
+            kind = r[0]
+            if kind == "entry":
+                rec(ENTRY, codec.snap_entry(r[1], codec.packb(codec.entry_fields(r[2]))))
+                w.entries += 1
+            elif kind == "stream":
+                meta = r[1]
+                rec(STREAM, pack({
+                    "name": name, "length": meta["length"], "last-id": list(meta["last-id"]),
+                    "max-deleted-id": list(meta["max-deleted-id"]), "entries-added": meta["entries-added"],
+                    "idmp-configured": meta["idmp-configured"], "idmp-duration": meta["idmp-duration"],
+                    "idmp-maxsize": meta["idmp-maxsize"], "iids-added": meta["iids-added"],
+                    "iids-duplicates": meta["iids-duplicates"]}))
+            elif kind == "iid":
+                _, pk, ik, i = r
+                if pk != producer:
+                    rec(PRODUCER, pk)
+                    producer = pk
+                rec(IID, codec.snap_iid(i, ik))
+            elif kind == "group":
+                rec(GROUP, pack({"name": r[1], "last-id": list(r[2]), "entries-read": r[3]}))
+            elif kind == "consumer":
+                rec(CONSUMER, pack({"name": r[1], "seen-time": r[2], "active-time": r[3]}))
+            elif kind == "pending":
+                _, i, tm, cnt = r
+                rec(PENDING, _PEND.pack(i[0], i[1], tm, cnt))
+            elif kind == "nacked":
+                _, i, cnt = r
+                rec(NACKED, _NACK.pack(i[0], i[1], cnt))
+    except CorruptStore as e:
+        raise SnapshotError(str(e))
 
 
 def save_to_path(store, path, streams=None, progress=None):
@@ -427,10 +330,6 @@ def _idpair(d, key, t):
     return (v[0], v[1])
 
 
-def _name_key_ok(k):
-    return (k[:1] == b"\x00" and len(k) <= codec.SHORT_NAME + 1) or (k[:1] == b"\x01" and len(k) == 33)
-
-
 def _decode_fields(blob):
     try:
         fields = msgpack.unpackb(blob, raw=False)
@@ -444,7 +343,7 @@ def _decode_fields(blob):
 
 def records(f, progress=None, total=None):
     """Parse a snapshot from the binary file ``f``, yielding ``(type,
-    value)`` for every record after checking it on its own and in the
+    value, offset)`` for every record after checking it on its own and in the
     grammar; the END record is yielded only after the checksum matched
     and the file ended there.  Raises SnapshotError on anything else.
 
@@ -487,12 +386,12 @@ def records(f, progress=None, total=None):
         if t == ENTRY:
             if n < 17:
                 raise _bad("short ENTRY record at byte %d", at)
-            i = _ID.unpack_from(payload)
+            i, blob = codec.snap_split_entry(payload)
             if i <= last_entry:
                 raise _bad("ENTRY IDs out of order at byte %d", at)
             if i > s["last_id"]:
                 raise _bad("ENTRY %s is after the stream's last ID", fmt(i).decode())
-            fields = _decode_fields(payload[16:])
+            fields = _decode_fields(blob)
             last_entry = i
             s_entries += 1
             nentries += 1
@@ -510,7 +409,7 @@ def records(f, progress=None, total=None):
                     raise SnapshotError("checksum mismatch: the snapshot is corrupt")
                 if not r.at_eof():
                     raise _bad("unexpected data after the checksum")
-                yield END, d
+                yield END, d, at
                 return
             d = _unmap(payload, t)
             s = {"name": _bytes(d, "name", t),
@@ -535,7 +434,7 @@ def records(f, progress=None, total=None):
         elif t == HEADER:
             value = _unmap(payload, t)
         elif t == PRODUCER:
-            if not _name_key_ok(payload):
+            if not codec.valid_name_key(payload):
                 raise _bad("bad producer key at byte %d", at)
             k = (len(payload), payload)
             if last_pk is not None and k <= last_pk:
@@ -544,13 +443,15 @@ def records(f, progress=None, total=None):
             last_iid = MIN_ID
             value = payload
         elif t == IID:
-            if n < 17 or not _name_key_ok(payload[16:]):
+            if n < 17:
                 raise _bad("bad IID record at byte %d", at)
-            i = _ID.unpack_from(payload)
+            i, ik = codec.snap_split_iid(payload)
+            if not codec.valid_name_key(ik):
+                raise _bad("bad IID record at byte %d", at)
             if i <= last_iid:
                 raise _bad("IID records out of order at byte %d", at)
             last_iid = i
-            value = (i, payload[16:])
+            value = (i, ik)
         elif t == GROUP:
             d = _unmap(payload, t)
             name = _bytes(d, "name", t)
@@ -585,7 +486,7 @@ def records(f, progress=None, total=None):
                 raise _bad("bad NACKED record at byte %d", at)
             value = ((ms, seq), cnt)
         prev = t
-        yield t, value
+        yield t, value, at
 
 
 def _open_snapshot(path):
@@ -609,10 +510,10 @@ def verify(path, store=None, replace=False, progress=None):
     try:
         with _open_snapshot(path) as f:
             try:
-                for t, v in records(f, cb, size):
+                for t, v, _ in records(f, cb, size):
                     if t == STREAM:
                         st.streams += 1
-                        if tx is not None and not replace and tx.meta(v["name"]) is not None:
+                        if tx is not None and not replace and tx.exists([v["name"]]):
                             raise SnapshotError("stream %s already exists in the target store "
                                                 "(use --replace to overwrite it)" % _show(v["name"]))
                     elif t == ENTRY:
@@ -643,8 +544,9 @@ def _show(name):
 def restore(store, path, replace=False, progress=None):
     """Restore the snapshot at ``path`` into ``store``: verify it fully
     (nothing changes if that fails), then apply it in one write
-    transaction.  A stream that exists is an error unless ``replace``
-    (then it is deleted first, in the same transaction).  Returns Stats."""
+    transaction through the engine's load path.  A stream that exists is
+    an error unless ``replace`` (then it is deleted first, in the same
+    transaction).  Returns Stats."""
     t0 = time.monotonic()
     verify(path, store, replace, progress)
     size = _size(path)
@@ -652,10 +554,12 @@ def restore(store, path, replace=False, progress=None):
 
     def apply(tx):
         with _open_snapshot(path) as f:
-            return _apply(tx, records(f, cb, size), replace)
+            return tx.load(load_records(records(f, cb, size)), replace)
     try:
-        st = store.transact(apply, write=True)
-    except lmdb.Error as e:
+        st = store.run(apply, write=True)
+    except LoadError as e:
+        raise SnapshotError("cannot apply the snapshot: %s" % e)
+    except (StoreFailure, RedisError) as e:
         raise SnapshotError("cannot apply the snapshot: %s" % e)
     except OSError as e:
         raise SnapshotError("cannot read %s: %s" % (path, e.strerror or e))
@@ -666,109 +570,35 @@ def restore(store, path, replace=False, progress=None):
     return st
 
 
-class _Applier:
-    """Per-stream state of the second pass."""
-
-    def __init__(self, tx):
-        self.tx = tx
-        self.m = None
-        self.name = None
-        self.batch = []
-        self.pk = None          # current producer's key prefix
-        self.pn = 0             # its IID count
-        self.g = None
-        self.c = None
-
-    def flush_entries(self):
-        if self.batch:
-            c = self.tx.lt.cursor(db=self.tx.db_entries)
-            _, added = c.putmulti(self.batch, append=True)
-            if added != len(self.batch):
-                raise _bad("ENTRY records could not be appended")
-            self.batch = []
-
-    def end_producer(self):
-        if self.pk is not None:
-            if self.pn:
-                self.tx.lt.put(self.pk + b"n", b"%d" % self.pn, db=self.tx.db_idmp)
-                self.m.idmp_stats[0] += 1
-                self.m.idmp_stats[1] += self.pn
-            self.pk = None
-            self.pn = 0
-
-    def end_stream(self):
-        self.flush_entries()
-        self.end_producer()
-        self.g = self.c = None
-
-
-def _apply(tx, recs, replace):
-    st = Stats()
-    a = _Applier(tx)
-    lt = tx.lt
-    restored = set()
-    now = tx.now()
-    ENTRY_ = codec.ENTRY
-    encode = codec.encode_entry
-    for t, v in recs:
+def load_records(recs):
+    """Snapshot records -> storage.load records (its one load path).  A
+    stream's counters are loaded once its entries are in."""
+    name = meta = group = consumer = producer = None
+    for t, v, at in recs:
+        where = "byte %d" % at
+        if t != ENTRY and meta is not None:
+            yield "stream", meta[0], name, meta[1]
+            meta = None
         if t == ENTRY:
-            i, fields = v
-            a.batch.append((ENTRY_.pack(a.m.sid, i[0], i[1]), encode(b"%d-%d" % i, fields)))
-            a.m.length += 1
-            st.entries += 1
-            if len(a.batch) >= 10000:
-                a.flush_entries()
-        elif t == STREAM or t == END:
-            if a.m is not None:
-                a.end_stream()
-            if t == END:
-                break
+            yield "entry", where, name, v[0], v[1]
+        elif t == STREAM:
             name = v["name"]
-            if name in restored:
-                raise _bad("stream %s appears twice", _show(name))
-            restored.add(name)
-            if tx.meta(name) is not None:
-                if not replace:
-                    raise SnapshotError("stream %s already exists in the target store "
-                                        "(use --replace to overwrite it)" % _show(name))
-                tx.delete_keys([name])
-            m = tx.create_meta(name)
-            m.last_id = v["last_id"]
-            m.max_deleted = v["max_deleted"]
-            m.entries_added = v["entries_added"]
-            m.idmp_duration = v["idmp_duration"]
-            m.idmp_maxsize = v["idmp_maxsize"]
-            m.idmp_cfg = v["idmp_cfg"]
-            m.idmp_stats = [0, 0, v["iids_added"], v["iids_duplicates"]]
-            tx.mark(name)
-            a.m, a.name = m, name
-            st.streams += 1
+            yield "begin", where, name
+            meta = (where, {"last-id": v["last_id"], "max-deleted-id": v["max_deleted"],
+                            "entries-added": v["entries_added"], "idmp-configured": v["idmp_cfg"],
+                            "idmp-duration": v["idmp_duration"], "idmp-maxsize": v["idmp_maxsize"],
+                            "iids-added": v["iids_added"], "iids-duplicates": v["iids_duplicates"]})
         elif t == PRODUCER:
-            a.flush_entries()
-            a.end_producer()
-            a.pk = codec.sid_prefix(a.m.sid) + bytes([len(v) >> 8, len(v) & 255]) + v
+            producer = v
         elif t == IID:
-            i, ik = v
-            key = a.pk + b"i" + ik
-            if lt.get(key, db=tx.db_idmp) is not None:
-                raise _bad("an IID appears twice for one producer")
-            lt.put(key, _ID.pack(*i), db=tx.db_idmp)
-            lt.put(a.pk + b"o" + _ID.pack(*i), ik, db=tx.db_idmp)
-            a.pn += 1
+            yield "iid", where, name, producer, v[1], v[0]
         elif t == GROUP:
-            a.flush_entries()
-            a.end_producer()
-            name, last_id, er = v
-            a.g, a.c = tx.restore_group(a.m, name, last_id, er), None
+            group = v[0]
+            yield "group", where, name, group, v[1], v[2]
         elif t == CONSUMER:
-            name, seen, active = v
-            a.c = tx.restore_consumer(a.g, name, seen, active)
-        elif t == PENDING or t == NACKED:
-            i = v[0]
-            if tx.is_pending(a.g, i):
-                raise _bad("entry %s is pending twice in group %s", fmt(i).decode(), _show(a.g.name))
-            if t == PENDING:
-                tx.restore_pending(a.g, i, a.c, v[1], v[2])
-            else:
-                tx.restore_pending(a.g, i, None, 0, v[1])
-    return st
+            consumer = v[0]
+            yield "consumer", where, name, group, consumer, v[1], v[2]
+        elif t == PENDING:
+            yield "pending", where, name, group, consumer, v[0], v[1], v[2]
+        elif t == NACKED:
+            yield "nacked", where, name, group, v[0], v[1]

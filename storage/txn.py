@@ -1,118 +1,342 @@
-"""A transaction on the store, carrying every domain verb.
+"""A transaction on the store: the engine's public surface.
 
-``Txn`` is what ``Store.transact`` hands to a command.  Its verbs come
-from three mixins, one per data family:
+``Txn`` is what ``Store.run`` (and ``store.read()`` / ``store.write()``)
+hands out.  Every public method is one verb -- one Redis command, or
+one porcelain operation -- and every verb is all or nothing, by
+mechanism:
 
-  storage.stream.StreamOps     add, range, trim, delete_entries, set_id, ...
-  storage.groups.GroupOps      create_group, read_group, ack, claim, ...
-  storage.keyspace.KeyspaceOps delete_keys, exists, rename, scan, ...
+* with savepoints (script-mode batches, ``store.write()``), a write verb
+  runs in a nested LMDB transaction of its own and commits into the
+  outer one only if it returns; if it raises (a Redis error or a bug),
+  the nested transaction is aborted and the store is as it was before
+  the verb, while earlier verbs of the batch stand;
+* without (single-command mode), the verb runs in the transaction
+  itself, and a verb that raises poisons the transaction: ``Store.run``
+  aborts it, and it accepts no further verb.
 
-Stream records are read once per transaction and cached; changed ones
-are written back by ``flush`` just before commit, so a batch of a
-thousand XADDs to one stream writes its record once.
+A verb's records (streams, groups, consumers) are decoded into the
+verb's parts (storage.parts) and written back when it succeeds, so no
+cache outlives a verb, and the streams each verb changed are collected
+for waking blocked readers after the commit.
+
+Without write access (a read transaction), a write verb runs as a dry
+run: if it would write anything, LMDB refuses and ``WouldWrite`` is
+raised (blocked readers use this to re-check cheaply).
 """
+from __future__ import annotations
+
 import time
 
-from storage import codec
-from storage.groups import GroupOps
-from storage.keyspace import KeyspaceOps
-from storage.stream import StreamOps
+import lmdb
+
+from storage import delivery, dump, groups, keyspace, load, streams
+from storage.parts import Parts
+
+if False:  # typing only (not imported at run time)
+    from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+    from storage.codec import Entries
+    from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo
+    from storage.load import Stats
+    from storage.options import (AddOptions, AutoClaimOptions, ClaimOptions, GroupOptions, IdmpConfigOptions,
+                                 IdsOptions, NackOptions, PendingOptions, RangeOptions, ReadOptions,
+                                 SetIdOptions, StreamInfoOptions, TrimOptions)
+    StreamID = Tuple[int, int]
+    ReadResult = List[Tuple[bytes, list]]
 
 
-class Txn(StreamOps, GroupOps, KeyspaceOps):
-    """One LMDB transaction plus the caches that make it fast."""
+class WouldWrite(Exception):
+    """A write verb in a read transaction had something to write."""
 
-    def __init__(self, store, lt, write):
-        self.store = store
-        self.lt = lt                          # the lmdb.Transaction
-        self.writable = write
-        dbs = store.dbs
-        self.db_keys = dbs[b"keys"]
-        self.db_entries = dbs[b"entries"]
-        self.db_groups = dbs[b"groups"]
-        self.db_consumers = dbs[b"consumers"]
-        self.db_pel = dbs[b"pel"]
-        self.db_cpel = dbs[b"cpel"]
-        self.db_ptime = dbs[b"ptime"]
-        self.db_idmp = dbs[b"idmp"]
-        self.db_meta = dbs[b"meta"]
-        self._metas = {}          # stream name -> StreamMeta, or None if absent
-        self._dirty = set()       # names whose record must be written back
-        self._entries_cursor = None
-        self.touched = set()      # streams changed (for waking blocked readers)
 
-    # ------------------------------------------------------------ clock
+class Retry(Exception):
+    """The store's map must grow (or was grown by another process): the
+    transaction is aborted and run again from the start (Store.run)."""
+
+    def __init__(self, grow):
+        Exception.__init__(self, "map full" if grow else "map resized")
+        self.grow = grow
+
+
+class StoreFailure(Exception):
+    """The store itself failed (an I/O error, a full disk): not a Redis
+    error reply, not a bug in a command."""
+
+
+class Aborted(Exception):
+    """A verb failed in this transaction without a savepoint: it must not
+    be committed."""
+
+
+class Txn:
+    """One LMDB transaction and the verbs that run in it."""
+
+    def __init__(self, store, lt, writable, savepoints=False):
+        self._store = store
+        self._lt = lt
+        self.writable = writable
+        self._savepoints = savepoints
+        self._failed = None          # the error that poisoned this transaction
+        self.changed = set()         # streams changed by committed verbs
 
     @staticmethod
-    def now():
+    def now() -> int:
         """Wall-clock milliseconds (the clock of auto IDs and idle times)."""
         return int(time.time() * 1000)
 
-    # ---------------------------------------------------- stream records
+    # =========================================================== plumbing
 
-    def meta(self, name):
-        """The stream record of ``name`` or None (cached per transaction)."""
+    def _parts(self, lt):
+        return Parts(lt, self._store.dbs, self.now())
+
+    def _read(self, fn, *args):
+        if self._failed is not None:
+            raise Aborted("the transaction failed earlier: %s" % (self._failed,))
         try:
-            return self._metas[name]
-        except KeyError:
-            pass
-        raw = self.lt.get(codec.name_key(name), db=self.db_keys)
-        m = codec.StreamMeta.decode(raw) if raw is not None else None
-        self._metas[name] = m
-        return m
+            return fn(self._parts(self._lt), *args)
+        except lmdb.Error as e:
+            raise _store_error(e)
 
-    def create_meta(self, name):
-        """A new, empty stream record for ``name`` (marked dirty)."""
-        sid = self.counter(b"next-sid")
-        m = codec.StreamMeta(sid, name if len(name) > codec.SHORT_NAME else None)
-        self._metas[name] = m
-        self._dirty.add(name)
-        return m
+    def _write(self, fn, *args):
+        if self._failed is not None:
+            raise Aborted("the transaction failed earlier: %s" % (self._failed,))
+        if not self.writable:
+            try:
+                return fn(self._parts(self._lt), *args)
+            except lmdb.ReadonlyError:
+                raise WouldWrite()
+            except lmdb.Error as e:
+                raise _store_error(e)
+        if self._savepoints:
+            child = self._store.env.begin(write=True, parent=self._lt)
+            try:
+                p = self._parts(child)
+                result = fn(p, *args)
+                changed = p.flush()
+                child.commit()
+            except lmdb.Error as e:
+                child.abort()
+                if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
+                    self._failed = e
+                raise _store_error(e)
+            except BaseException:
+                child.abort()
+                raise
+        else:
+            try:
+                p = self._parts(self._lt)
+                result = fn(p, *args)
+                changed = p.flush()
+            except lmdb.Error as e:
+                self._failed = e
+                raise _store_error(e)
+            except BaseException as e:
+                self._failed = e
+                raise
+        self.changed |= changed
+        return result
 
-    def mark(self, name):
-        """Note that the record of ``name`` changed."""
-        self._dirty.add(name)
-        self.touched.add(name)
+    def check_committable(self):
+        """Raise Aborted if a verb failed without a savepoint."""
+        if self._failed is not None:
+            raise Aborted("the transaction failed: %s" % (self._failed,))
 
-    def forget_meta(self, name):
-        """Remove the stream record of ``name`` (at flush)."""
-        self._metas[name] = None
-        self._dirty.add(name)
-        self.touched.add(name)
+    # ============================================================ streams
 
-    def flush(self):
-        """Write back changed stream records (called before commit).
-        Returns the names of the streams this transaction changed, for
-        waking blocked readers once the commit is done."""
-        self.flush_groups()
-        put, delete, db = self.lt.put, self.lt.delete, self.db_keys
-        for name in self._dirty:
-            m = self._metas.get(name)
-            if m is None:
-                delete(codec.name_key(name), db=db)
-            else:
-                put(codec.name_key(name), m.encode(), db=db)
-        self._dirty.clear()
-        if self.touched:
-            # change counters that blocked readers watch (storage.blocking)
-            get, mdb = self.lt.get, self.db_meta
-            for name in self.touched:
-                k = b"v" + codec.name_key(name)
-                v = get(k, db=mdb)
-                put(k, b"%d" % (int(v) + 1 if v is not None else 1), db=mdb)
-        changed = self.touched
-        self.touched = set()
-        return changed
+    def add(self, name: bytes, fields: Sequence[bytes], opts: AddOptions) -> Optional[StreamID]:
+        """XADD: the new ID (or a duplicate's earlier ID; None with
+        NOMKSTREAM on a missing stream)."""
+        return self._write(streams.add, name, fields, opts)
 
-    def counter(self, which):
-        """Next value of a persistent counter (sids, gids, cids), from 1."""
-        v = self.lt.get(which, db=self.db_meta)
-        n = int(v) + 1 if v is not None else 1
-        self.lt.put(which, b"%d" % n, db=self.db_meta)
-        return n
+    def add_auto_many(self, items: Iterable[Tuple[bytes, object]]) -> List[bytes]:
+        """Many ``XADD name * field value ...`` at once (bulk ingest):
+        their new IDs as text."""
+        return self._write(streams.add_auto_many, items)
 
-    def entries_cursor(self):
-        c = self._entries_cursor
-        if c is None:
-            c = self._entries_cursor = self.lt.cursor(db=self.db_entries)
-        return c
+    def range(self, name: bytes, opts: RangeOptions) -> Optional[Entries]:
+        """XRANGE / XREVRANGE."""
+        return self._read(streams.range_, name, opts)
+
+    def length(self, name: bytes) -> int:
+        """XLEN."""
+        return self._read(streams.length, name)
+
+    def delete_entries(self, name: bytes, opts: IdsOptions) -> int:
+        """XDEL."""
+        return self._write(streams.delete_entries, name, opts)
+
+    def delete_entries_ex(self, name: bytes, opts: IdsOptions) -> List[int]:
+        """XDELEX: 1 deleted, -1 missing, 2 kept (ACKED) per ID."""
+        return self._write(streams.delete_entries_ex, name, opts)
+
+    def trim(self, name: bytes, opts: TrimOptions) -> int:
+        """XTRIM: entries removed."""
+        return self._write(streams.trim, name, opts)
+
+    def set_id(self, name: bytes, opts: SetIdOptions) -> None:
+        """XSETID."""
+        return self._write(streams.set_id, name, opts)
+
+    def configure_idmp(self, name: bytes, opts: IdmpConfigOptions) -> None:
+        """XCFGSET."""
+        return self._write(streams.configure_idmp, name, opts)
+
+    def resolve_read_ids(self, keys: Sequence[bytes], ids: Sequence[object]) -> tuple:
+        """XREAD's ``$`` as each stream's last ID now (before blocking)."""
+        return self._read(streams.resolve_read_ids, keys, ids)
+
+    def read_streams(self, opts: ReadOptions) -> ReadResult:
+        """XREAD (without waiting): [(key, entries)]."""
+        return self._read(streams.read_streams, opts)
+
+    def stream_info(self, name: bytes, opts: StreamInfoOptions) -> StreamInfo:
+        """XINFO STREAM [FULL]."""
+        return self._read(streams.stream_info, name, opts)
+
+    # ============================================================= groups
+
+    def create_group(self, name: bytes, group: bytes, opts: GroupOptions) -> None:
+        """XGROUP CREATE."""
+        return self._write(groups.create_group, name, group, opts)
+
+    def set_group_id(self, name: bytes, group: bytes, opts: GroupOptions) -> None:
+        """XGROUP SETID."""
+        return self._write(groups.set_group_id, name, group, opts)
+
+    def destroy_group(self, name: bytes, group: bytes) -> int:
+        """XGROUP DESTROY: 1 if it existed."""
+        return self._write(groups.destroy_group, name, group)
+
+    def create_consumer(self, name: bytes, group: bytes, consumer: bytes) -> int:
+        """XGROUP CREATECONSUMER: 1 if created."""
+        return self._write(groups.create_consumer, name, group, consumer)
+
+    def delete_consumer(self, name: bytes, group: bytes, consumer: bytes) -> int:
+        """XGROUP DELCONSUMER: its pending entries (now dropped)."""
+        return self._write(groups.delete_consumer, name, group, consumer)
+
+    def read_group(self, opts: ReadOptions) -> ReadResult:
+        """XREADGROUP (without waiting): [(key, entries)]."""
+        return self._write(delivery.read_group, opts)
+
+    def claim_wait_ms(self, keys: Sequence[bytes], group: bytes, min_idle: int) -> Optional[int]:
+        """Blocked XREADGROUP CLAIM: ms until an entry becomes claimable."""
+        return self._read(delivery.claim_wait_ms, keys, group, min_idle)
+
+    def ack(self, name: bytes, group: bytes, opts: IdsOptions) -> int:
+        """XACK."""
+        return self._write(groups.ack, name, group, opts)
+
+    def ack_delete(self, name: bytes, group: bytes, opts: IdsOptions) -> List[int]:
+        """XACKDEL."""
+        return self._write(groups.ack_delete, name, group, opts)
+
+    def nack(self, name: bytes, group: bytes, opts: NackOptions) -> int:
+        """XNACK."""
+        return self._write(groups.nack, name, group, opts)
+
+    def pending_summary(self, name: bytes, group: bytes) -> PendingSummary:
+        """XPENDING key group."""
+        return self._read(groups.pending_summary, name, group)
+
+    def pending_range(self, name: bytes, group: bytes, opts: PendingOptions) -> List[PendingRow]:
+        """XPENDING key group [IDLE ms] start end count [consumer]."""
+        return self._read(groups.pending_range, name, group, opts)
+
+    def claim(self, name: bytes, group: bytes, consumer: bytes, opts: ClaimOptions) -> list:
+        """XCLAIM."""
+        return self._write(delivery.claim, name, group, consumer, opts)
+
+    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: AutoClaimOptions) -> tuple:
+        """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
+        return self._write(delivery.autoclaim, name, group, consumer, opts)
+
+    def groups_info(self, name: bytes) -> List[GroupInfo]:
+        """XINFO GROUPS."""
+        return self._read(groups.groups_info, name)
+
+    def consumers_info(self, name: bytes, group: bytes) -> List[ConsumerInfo]:
+        """XINFO CONSUMERS."""
+        return self._read(groups.consumers_info, name, group)
+
+    # =========================================================== keyspace
+
+    def delete_keys(self, names: Sequence[bytes]) -> int:
+        """DEL."""
+        return self._write(keyspace.delete_keys, names)
+
+    def exists(self, names: Sequence[bytes]) -> int:
+        """EXISTS."""
+        return self._read(keyspace.exists, names)
+
+    def key_type(self, name: bytes) -> str:
+        """TYPE."""
+        return self._read(keyspace.key_type, name)
+
+    def keys(self, pattern: bytes) -> List[bytes]:
+        """KEYS."""
+        return self._read(keyspace.keys, pattern)
+
+    def scan(self, cursor: int, pattern: Optional[bytes] = None, count: int = 10,
+             type_: Optional[bytes] = None) -> Tuple[int, List[bytes]]:
+        """SCAN: (next cursor, names)."""
+        return self._read(keyspace.scan, cursor, pattern, count, type_)
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        """RENAME."""
+        return self._write(keyspace.rename, src, dst)
+
+    # ============================================== porcelain and loading
+
+    def last_generated_id(self, name: bytes) -> Optional[StreamID]:
+        """A stream's last ID (None if it does not exist)."""
+        return self._read(_last_generated_id, name)
+
+    def group_names(self, name: bytes) -> List[bytes]:
+        """The names of a stream's groups ([] if it does not exist)."""
+        return self._read(_group_names, name)
+
+    def stream_names(self) -> List[bytes]:
+        """Every stream's name, in key order."""
+        return self._read(_stream_names)
+
+    def change_counters(self, names: Sequence[bytes]) -> list:
+        """The change counters of streams (blocking's poll fallback)."""
+        return self._read(_change_counters, names)
+
+    def dump(self, name: bytes) -> Iterator[tuple]:
+        """Everything stream ``name`` holds, as storage.dump records
+        (consume within the transaction)."""
+        return self._read(dump.stream_records, name)
+
+    def load(self, records: Iterable[tuple], replace: bool = False) -> Stats:
+        """Put saved state back (storage.load): all or nothing."""
+        return self._write(load.load, records, replace)
+
+
+def _last_generated_id(p, name):
+    m = p.streams.get(name)
+    return None if m is None else m.last_id
+
+
+def _group_names(p, name):
+    m = p.streams.get(name)
+    return [] if m is None else [g.name for g in p.groups.list(m)]
+
+
+def _stream_names(p):
+    return [name for _, name in p.streams.names()]
+
+
+def _change_counters(p, names):
+    return p.streams.change_counters(names)
+
+
+def _store_error(e):
+    """An LMDB error as the engine reports it."""
+    if isinstance(e, lmdb.MapFullError):
+        return Retry(grow=True)
+    if isinstance(e, lmdb.MapResizedError):
+        return Retry(grow=False)
+    text = str(e)
+    return StoreFailure(text.split(": ", 1)[-1] if ": " in text else text)

@@ -15,16 +15,20 @@ def _b(a):
 
 def cmd(store, *args):
     """Run one command in its own transaction (as single-command mode
-    does); reply in JSON shape, errors as {"error": text}."""
+    does: an error aborts it); reply in JSON shape, errors as
+    {"error": text}."""
     argv = [_b(a) for a in args]
+    try:
+        c = lookup(argv)
+        parsed = c.parse(argv)
 
-    def run(tx):
-        try:
-            c = lookup(argv)
-            return c.handler(tx, argv)
-        except RedisError as e:
-            return e
-    return to_jsonable(store.transact(run, write=True))
+        def run(tx):
+            a = c.prepare(tx, *parsed) if c.prepare is not None else parsed
+            return c.run(tx, *a)
+        r = store.run(run, write=True)
+    except RedisError as e:
+        r = e
+    return to_jsonable(r)
 
 
 def dump(store):

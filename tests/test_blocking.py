@@ -345,15 +345,15 @@ def test_idle_blocked_reader_uses_no_cpu(db):
 def test_notify_touches_only_watched_streams(store):
     from storage import blocking
     d = os.path.join(store.path, blocking.NOTIFY_DIR)
-    store.transact(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])], tx.now()))
+    store.run(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])]), write=True)
     assert not os.path.exists(d)           # nobody waited: nothing written
     with blocking.Waiter(store, [b"s"]) as w:
         assert w.uses_inotify
         assert os.listdir(d) == [blocking.notify_name(b"s")]
         assert w.wait(0.05) is False
-        store.transact(lambda tx: tx.add_auto_many([(b"t", [b"a", b"1"])], tx.now()))
+        store.run(lambda tx: tx.add_auto_many([(b"t", [b"a", b"1"])]), write=True)
         assert w.wait(0.05) is False
-        store.transact(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])], tx.now()))
+        store.run(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])]), write=True)
         assert w.wait(5) is True
         assert w.wait(0.05) is False       # events were consumed
 
@@ -365,7 +365,7 @@ def test_waiter_rearms_when_notification_file_is_removed(store):
         os.unlink(path)
         assert w.wait(5) is True           # spurious wake-up, watch re-armed
         assert os.path.exists(path)
-        store.transact(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])], tx.now()))
+        store.run(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])]), write=True)
         assert w.wait(5) is True
 
 
@@ -375,7 +375,7 @@ def test_polling_fallback_without_inotify(store, monkeypatch):
     with blocking.Waiter(store, [b"s"]) as w:
         assert not w.uses_inotify
         assert w.wait(0.05) is False
-        store.transact(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])], tx.now()))
+        store.run(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])]), write=True)
         assert w.wait(5) is True
 
 

@@ -206,5 +206,28 @@ def test_pending_record_round_trips(cid, t, n):
 
 
 def test_database_set_is_fixed_and_named():
-    assert set(codec.DATABASES) == {b"keys", b"entries", b"groups", b"consumers", b"pel", b"cpel",
+    assert set(codec.DATABASES) == {b"keys", b"entries", b"groups", b"consumers", b"cnames", b"pel", b"cpel",
                                     b"ptime", b"idmp", b"meta"}
+
+
+def test_records_decode_with_defaults_for_fields_they_lack():
+    """Format 2: a field added in a later version needs no migration."""
+    m = codec.StreamMeta.decode(codec.packb({"sid": 7}))
+    assert (m.sid, m.length, m.last_id, m.idmp_duration, m.idmp_stats, m.name) == (7, 0, (0, 0), 100, [0, 0, 0, 0],
+                                                                                   None)
+    g = codec.GroupMeta.decode(codec.packb({"gid": 3, "name": b"g"}), sid=9)
+    assert (g.gid, g.name, g.last_id, g.entries_read, g.pel_count, g.sid) == (3, b"g", (0, 0), -1, 0, 9)
+    c = codec.ConsumerMeta.decode(codec.packb({"cid": 4, "name": b"c"}))
+    assert (c.cid, c.name, c.seen_time, c.active_time, c.pel_count) == (4, b"c", 0, -1, 0)
+
+
+def test_format_1_records_decode_to_the_same_values():
+    m = codec.StreamMeta.decode_v1(codec.packb([5, 2, 9, 1, 3, 0, 4, 60, 7, [1, 2, 3, 4], True, None]))
+    assert (m.sid, m.length, m.last_id, m.max_deleted, m.entries_added) == (5, 2, (9, 1), (3, 0), 4)
+    assert (m.idmp_duration, m.idmp_maxsize, m.idmp_stats, m.idmp_cfg) == (60, 7, [1, 2, 3, 4], True)
+    g = codec.GroupMeta.decode_v1(codec.packb([3, b"g", 5, 6, -1, 2]))
+    assert (g.gid, g.name, g.last_id, g.entries_read, g.pel_count) == (3, b"g", (5, 6), -1, 2)
+    c = codec.ConsumerMeta.decode_v1(codec.packb([4, b"c", 10, -1, 1]))
+    assert (c.cid, c.name, c.seen_time, c.active_time, c.pel_count) == (4, b"c", 10, -1, 1)
+    assert codec.v1_cname_index(codec.U64.pack(3) + b"\x02" + codec.U64.pack(4)) == (3, 4)
+    assert codec.v1_cname_index(codec.consumer_key(3, b"c")) is None

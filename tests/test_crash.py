@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+from storage.options import RangeOptions
 from storage.store import Store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,8 +53,8 @@ def test_kill_9_never_loses_acknowledged_writes_and_the_store_opens(tmp_path):
         t.join(timeout=10)
         acked += got
         store = Store(str(db))               # must open
-        ids = {bytes(e[0]) for e in store.transact(lambda tx: tx.range(b"s", (0, 0), (2 ** 64 - 1, 2 ** 64 - 1)),
-                                                   write=False)}
+        everything = RangeOptions((0, 0), (2 ** 64 - 1, 2 ** 64 - 1))
+        ids = {bytes(e[0]) for e in store.run(lambda tx: tx.range(b"s", everything), write=False)}
         store.close()
         missing = [a for a in acked if a not in ids]
         assert not missing, "acknowledged but lost after kill -9: %r" % missing[:5]

@@ -409,7 +409,7 @@ def test_xnack_skips_ids_not_pending_unless_forced_and_existing(store):
     check_pel_indexes(store)
 
 
-def test_xpending_shows_nacked_with_empty_consumer_and_idle_minus_one(store):
+def test_xpending_shows_nacked_with_empty_consumer_and_idle_minus_one(store, clock):
     nacked(store, "FAIL")
     assert cmd(store, "XPENDING", "s", "g", "-", "+", "10")[0] == ["1-0", "", -1, 1]
     assert cmd(store, "XPENDING", "s", "g", "IDLE", "999999", "-", "+", "10") == [["1-0", "", -1, 1]]

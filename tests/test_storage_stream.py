@@ -2,7 +2,7 @@
 import pytest
 
 from storage import codec
-from storage.options import ACKED, AddOptions, TrimOptions
+from storage.options import ACKED, AddOptions, RangeOptions, TrimOptions
 from tests._helpers import Clock, cmd, dump, rows, stream_meta
 
 INVALID = {"error": "ERR Invalid stream ID specified as stream command argument"}
@@ -40,7 +40,7 @@ def test_xadd_library_api_with_write_context(store):
     with store.write() as tx:
         assert tx.add(b"s", [b"a", b"1"], AddOptions(id=(5, 5))) == (5, 5)
     with store.read() as tx:
-        assert tx.range(b"s", (0, 0), (9, 9)) == [[b"5-5", [b"a", b"1"]]]
+        assert tx.range(b"s", RangeOptions((0, 0), (9, 9))) == [[b"5-5", [b"a", b"1"]]]
 
 
 def test_xadd_keeps_field_order_and_duplicates(store):

@@ -1,21 +1,18 @@
 """The click application: global options, help, version, the
-interactive prompt, and the Redis commands as click commands (so that
-``CliRunner`` drives exactly what users run).
+interactive prompt, porcelain commands, and the Redis commands as click
+commands (so that ``CliRunner`` drives exactly what users run).
 
 ``__main__`` handles the fast paths itself and comes here for the rest.
+The global options are xstream_cli.context's; ``ctx.obj`` is its
+``Globals``.
 """
 import os
 import sys
 
 import click
 
-from xstream_cli import __version__
+from xstream_cli import __version__, context
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, is_command
-
-MODE_FLAGS = [("json", "--json", "JSON lines, RESP3-shaped (one document per reply)."),
-              ("raw", "--raw", "Exactly as redis-cli --raw (default when not a terminal)."),
-              ("noraw", "--no-raw", "Exactly as redis-cli --no-raw."),
-              ("pretty", "--pretty", "Readable tables and colours (default on a terminal).")]
 
 
 class XsGroup(click.Group):
@@ -45,33 +42,26 @@ def redis_command(name):
                    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     @click.pass_obj
-    def run(obj, args):
-        from xstream_cli.__main__ import run_one
-        code = run_one(obj, [os.fsencode(name)] + [os.fsencode(a) for a in args])
-        sys.exit(code)
+    def run(g, args):
+        from xstream_cli.runner import run_one
+        sys.exit(run_one(g, [os.fsencode(name)] + [os.fsencode(a) for a in args]))
     return run
 
 
-def _set_mode(ctx, param, value):
-    if value:
-        ctx.ensure_object(dict)["mode"] = param.name
-    return value
+def _mode_options(f):
+    for mode, flag, text in reversed(context.MODES):
+        f = click.option(flag, "mode_" + mode, is_flag=True, help=text)(f)
+    return f
 
 
 @click.group(cls=XsGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False})
-@click.option("--db", envvar="XS_DB", metavar="PATH",
-              help="Store directory (env XS_DB; default $XDG_DATA_HOME/xstream or ~/.local/share/xstream).")
-@click.option("--json", "json_", is_flag=True, help=MODE_FLAGS[0][2])
-@click.option("--raw", is_flag=True, help=MODE_FLAGS[1][2])
-@click.option("--no-raw", "noraw", is_flag=True, help=MODE_FLAGS[2][2])
-@click.option("--pretty", is_flag=True, help=MODE_FLAGS[3][2])
-@click.option("--no-sync", is_flag=True, envvar="XS_NO_SYNC",
-              help="Do not fsync on commit: faster, but a machine crash may lose the last "
-                   "commits (never corrupts the store).")
+@click.option("--db", metavar="PATH", help=context.DB_HELP)
+@_mode_options
+@click.option("--no-sync", is_flag=True, help=context.NO_SYNC_HELP)
 @click.version_option(__version__, "--version", prog_name="xs")
 @click.pass_context
-def cli(ctx, db, json_, raw, noraw, pretty, no_sync):
+def cli(ctx, db, no_sync, **modes):
     """xs: Redis Streams in a file.  A durable, file-backed event log with
     the semantics of Redis 8.10 streams, stored in LMDB; no server.
 
@@ -82,23 +72,27 @@ def cli(ctx, db, json_, raw, noraw, pretty, no_sync):
       xs                                            (interactive, on a terminal)
     """
     mode = None
-    for flag, value in (("json", json_), ("raw", raw), ("noraw", noraw), ("pretty", pretty)):
-        if value:
-            mode = flag
-    ctx.obj = {"db": db, "mode": mode, "durable": not no_sync}
+    for m, _, _ in context.MODES:
+        if modes.get("mode_" + m):
+            mode = m
+    g = context.Globals(db, mode, not no_sync)
+    try:
+        context.from_environment(g)
+    except context.UsageError as e:
+        raise click.UsageError(str(e))
+    ctx.obj = g
     if ctx.invoked_subcommand is None:
         if sys.stdin.isatty():
-            interactive(ctx.obj)
+            interactive(g)
         else:
-            from xstream_cli.__main__ import run_script
-            sys.exit(run_script(ctx.obj))
+            from xstream_cli.runner import run_script
+            sys.exit(run_script(g))
 
 
-def interactive(obj):
+def interactive(g):
     """A redis-cli-like prompt."""
-    from xstream_cli.__main__ import _open, resolve_mode
     from xstream_cli.splitargs import SplitError, split_line
-    s = _open(obj, resolve_mode(obj["mode"]))
+    s = context.open_session(g, context.resolve_mode(g.mode))
     try:
         import readline  # noqa: F401  (line editing and history)
     except ImportError:

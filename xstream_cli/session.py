@@ -1,4 +1,11 @@
-"""Running commands against a store: one command, or a script on stdin.
+"""Running commands against a store: one command, or a script on stdin,
+and waiting for blocked reads.
+
+A command is parsed before any transaction starts (parsers never touch
+the store), then run in one: in single-command mode its own transaction
+(an error aborts it), in script mode the batch's, where every write
+verb has a savepoint of its own (storage.txn): a failing command
+changes nothing, the others of the batch still commit.
 
 Script mode reads whatever is already buffered on stdin, runs all of
 those commands in ONE write transaction, commits (one fsync), and only
@@ -8,46 +15,55 @@ batch, not per line.  A line that would block (XREAD ... BLOCK with
 nothing to read) ends the batch: what came before is committed and
 printed, the line waits, answers, and the next batch starts.
 
-Each command is all or nothing: parsers check every argument before the
-first write, so a failing command leaves no trace even inside a batch.
-If a command fails unexpectedly (a bug), the batch is rolled back and
-run again one command per transaction, so only that command fails.
+Blocking (XREAD / XREADGROUP ... BLOCK) is this module's business, not
+the commands': a blocking command that returns a null reply is retried
+here whenever one of its streams changes (storage.blocking), until it
+serves something or its timeout passes.
 """
 import os
-import sys
 import time
 from itertools import islice
 
 from storage import errors
 from storage.errors import RedisError
-from storage.store import Store
+from storage.options import AddOptions
+from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import lookup
-from xstream_cli.commands.streams import Blocked
 from xstream_cli.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
-BATCH_BYTES = 8 << 20
-FAIR_GRACE_S = 0.003           # how long a woken group reader defers to older waiters          # read at most this much before a commit
-INVALID = object()             # a line redis-cli would call "Invalid argument(s)"
+BATCH_BYTES = 8 << 20          # read at most this much before a commit
+FAIR_GRACE_S = 0.003           # how long a woken group reader defers to older waiters
+_FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
 
 
-class _Unexpected(Exception):
-    """A command raised something that is not a Redis error (a bug)."""
+class Wait:
+    """What a blocked read waits for (from its ReadOptions)."""
+    __slots__ = ("keys", "timeout_ms", "group", "claim")
+
+    def __init__(self, opts):
+        self.keys = opts.keys
+        self.timeout_ms = opts.block
+        self.group = opts.group           # XREADGROUP: its consumers compete (fair queue)
+        self.claim = opts.claim           # CLAIM min-idle: also wake when one becomes claimable
 
 
-def default_db():
-    env = os.environ.get("XS_DB")
-    if env:
-        return env
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "xstream")
+def waits(cmd, args):
+    """The Wait of a command whose reply was null, or None if it does not
+    block (no BLOCK; XREADGROUP with a history ID)."""
+    if not cmd.blocking:
+        return None
+    o = args[0]
+    if o.block is None or (o.group is not None and any(i != b">" for i in o.ids)):
+        return None
+    return Wait(o)
 
 
 class Session:
     """A store plus an output mode."""
 
-    def __init__(self, db=None, mode="raw", durable=True):
-        self.db = db or default_db()
+    def __init__(self, db, mode="raw", durable=True):
+        self.db = db
         self.mode = mode
         self.durable = durable
         self._store = None
@@ -61,47 +77,62 @@ class Session:
     @property
     def store(self):
         if self._store is None:
+            from storage.store import Store
             self._store = Store(self.db, durable=self.durable)
         return self._store
+
+    @store.setter
+    def store(self, store):
+        self._store = store
 
     # ------------------------------------------------------------ one command
 
     def execute(self, argv):
-        """Run one command (argv: list of bytes); returns the reply value."""
+        """Run one command (argv: list of bytes) in its own transaction;
+        returns the reply value (a RedisError for an error reply)."""
         try:
             cmd = lookup(argv)
+            args = cmd.parse(argv)
         except RedisError as e:
             return e
 
         def run(tx):
-            try:
-                return cmd.handler(tx, argv)
-            except RedisError as e:
-                return e
-        r = self.store.transact(run, write=cmd.write)
-        if isinstance(r, Blocked):
-            r = self.block(r)
+            a = cmd.prepare(tx, *args) if cmd.prepare is not None else args
+            return a, cmd.run(tx, *a)
+        try:
+            args, r = self.store.run(run, write=cmd.write)
+        except RedisError as e:
+            return e
+        except _FATAL:
+            raise
+        except Exception as e:     # a bug: the transaction was aborted
+            return errors.internal(e)
+        if r is None:
+            w = waits(cmd, args)
+            if w is not None:
+                return self.block(cmd, args, w)
         return r
 
-    def block(self, b):
+    def block(self, cmd, args, w):
         """Wait for a blocked read to be served or to time out.
 
         Arm the watches first, then retry, then sleep: a write committed
         after the command's own check but before the wait still wakes us
-        (storage.blocking.Waiter).  Each retry is a read-only dry run first.
-        CLAIM also wakes when the oldest pending entry becomes claimable."""
+        (storage.blocking.Waiter).  Each retry is a dry run in a read
+        transaction first (storage.txn.WouldWrite).  CLAIM also wakes
+        when the oldest pending entry becomes claimable."""
         from storage.blocking import Queue
         store = self.store
-        deadline = None if b.timeout_ms == 0 else time.monotonic() + b.timeout_ms / 1000.0
-        retry = _retrying(b.retry)
+        deadline = None if w.timeout_ms == 0 else time.monotonic() + w.timeout_ms / 1000.0
+
+        def retry(tx):
+            return cmd.run(tx, *args)
 
         def nothing_to_serve():
-            # a dry run in a read transaction: most wake-ups find nothing,
-            # and a write transaction would commit (for a group read, with
-            # an fsync).  A read that would deliver tries to write, which a
-            # read transaction refuses: that too means "go for real".
+            # most wake-ups find nothing, and a write transaction would
+            # commit (for a group read, with an fsync)
             try:
-                return store.transact(retry, write=False) is None
+                return store.run(retry, write=False) is None
             except Exception:
                 return False
 
@@ -117,26 +148,29 @@ class Session:
                     time.sleep(0.0002)
                     if nothing_to_serve():
                         return None
-            return store.transact(retry, write=True)
-        queue = Queue(store, b.keys[0], b.shared) if b.shared else None
+            try:
+                return store.run(retry, write=True)
+            except RedisError as e:
+                return e
+        queue = Queue(store, w.keys[0], w.group) if w.group is not None else None
         try:
-            return self._block_loop(b, store, deadline, attempt, queue)
+            return self._block_loop(w, store, deadline, attempt)
         finally:
             if queue is not None:
                 queue.leave()
 
-    def _block_loop(self, b, store, deadline, attempt, queue):
+    def _block_loop(self, w, store, deadline, attempt):
         from storage.blocking import Waiter
         stale = 0   # consecutive "claimable now" answers that served nothing
         woken = False
-        with Waiter(store, b.keys) as w:
+        with Waiter(store, w.keys) as waiter:
             while True:
                 r = attempt(woken)
                 if r is not None:
                     return r
                 wake_in = None
-                if b.claim_wake is not None:
-                    ms = store.transact(b.claim_wake, write=False)
+                if w.claim is not None:
+                    ms = store.run(lambda tx: tx.claim_wait_ms(w.keys, w.group, w.claim), write=False)
                     if ms is not None:
                         # a PEL entry that claims nothing (deleted from the
                         # stream) must not make us spin: back off to 1 s
@@ -147,7 +181,7 @@ class Session:
                     if left <= 0:
                         return None
                     wake_in = left if wake_in is None else min(wake_in, left)
-                w.wait(wake_in)
+                waiter.wait(wake_in)
                 woken = True
 
     # ------------------------------------------------------------ script mode
@@ -189,44 +223,40 @@ class Session:
         start = 0
         n = len(lines)
         while start < n:
-            try:
-                replies, start, blocked = self.store.transact(
-                    lambda tx: self._batch(tx, lines, start, plain), write=True)
-            except _Unexpected:
-                replies, start, blocked = self._one_by_one(lines, start)
+            replies, start, blocked, failed = self.store.run(
+                lambda tx: _Batch(self, tx, plain).run(lines, start), write=True, savepoints=True)
+            self.failed |= failed
             if replies:
                 out.write(b"".join(replies))
                 out.flush()
             if blocked is not None:
-                r = self.block(blocked)
+                r = self.block(*blocked)
+                if isinstance(r, RedisError):
+                    self.failed = True
                 out.write(self.render(r))
                 out.flush()
 
-    def _batch(self, tx, lines, start, plain=0):
-        """Run lines[start:] in ``tx`` until one blocks.  Returns
-        (rendered replies, next line index, Blocked or None).
 
-        Runs of plain ``XADD key * field value ...`` lines (no options,
-        the shape of bulk ingest) go to the storage in one call."""
-        replies = []
-        app = replies.append
-        render = self.render
-        now = tx.now()
-        fast_ids = _FAST_IDS.get(self.mode)
+class _Batch:
+    """One script-mode batch: lines run in the transaction ``tx`` (with
+    savepoints) until one blocks."""
 
-        def fast(ids):
-            try:
-                return fast_ids(ids)
-            except TypeError:  # an error (exhausted ID space) among the IDs
-                self.failed = True
-                return b"".join(render(x) for x in ids)
-        if fast_ids is None:
-            fast = None
-        run = []
+    def __init__(self, session, tx, plain):
+        self.tx = tx
+        self.plain = plain
+        self.render = session.render
+        self.fast_ids = _FAST_IDS.get(session.mode)
+        self.replies = []
+        self.failed = False
+
+    def run(self, lines, start):
+        """Returns (rendered replies, next line index, blocked command or
+        None, whether a command failed)."""
+        app = self.replies.append
+        run = []                     # a run of plain "XADD key * f v ..." lines
         i = start
         n = len(lines)
-        failed = False
-        if plain == 2 and fast is not None:
+        if self.plain == 2 and self.fast_ids is not None:
             # bulk ingest of single-spaced lines: "XADD key * f v f v" needs
             # no full split; its fields in text form are the rest of the
             # line with spaces turned into newlines
@@ -241,68 +271,84 @@ class Session:
                     continue
                 i -= 1
                 break
-            if run:
-                app(fast(tx.add_auto_many(run, now)))
-                run = []
+            self._flush_run(run)
         while i < n:
             line = lines[i]
             i += 1
-            if plain:
+            if self.plain:
                 argv = line.split()
             else:
                 try:
                     argv = split_line(line)
                 except SplitError:
-                    if run:
-                        app(fast(tx.add_auto_many(run, now)))
-                        run = []
+                    self._flush_run(run)
                     app(b"Invalid argument(s)\n")
-                    failed = True
+                    self.failed = True
                     continue
             if not argv:
                 continue
             na = len(argv)
-            if fast is not None and na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+            if self.fast_ids is not None and na >= 5 and na & 1 and argv[2] == b"*" \
+                    and argv[0].upper() == b"XADD":
                 run.append((argv[1], argv[3:]))
                 continue
-            if run:
-                app(fast(tx.add_auto_many(run, now)))
-                run = []
+            self._flush_run(run)
+            blocked = self._one(argv)
+            if blocked is not None:
+                return self.replies, i, blocked, self.failed
+        self._flush_run(run)
+        return self.replies, i, None, self.failed
+
+    def _one(self, argv):
+        """Run one command; returns (cmd, args, Wait) if it must block."""
+        try:
+            cmd = lookup(argv)
+            args = cmd.parse(argv)
+            if cmd.prepare is not None:
+                args = cmd.prepare(self.tx, *args)
+            r = cmd.run(self.tx, *args)
+            if r is None:
+                w = waits(cmd, args)
+                if w is not None:
+                    return cmd, args, w
+        except RedisError as e:
+            r = e
+        except _FATAL:
+            raise
+        except Exception as e:      # a bug: its savepoint was rolled back
+            r = errors.internal(e)
+        if isinstance(r, RedisError):
+            self.failed = True
+        self.replies.append(self.render(r))
+        return None
+
+    def _flush_run(self, run):
+        """Add a run of plain XADDs in one verb; if that fails (an
+        exhausted ID space), add them one by one, each all or nothing."""
+        if not run:
+            return
+        items = list(run)
+        run.clear()
+        try:
+            ids = self.tx.add_auto_many(items)
+        except RedisError:
+            ids = None
+        if ids is not None:
+            self.replies.append(self.fast_ids(ids))
+            return
+        for name, fields in items:
+            if type(fields) is bytes:
+                fields = fields.split(b"\n")
             try:
-                cmd = lookup(argv)
-                r = cmd.handler(tx, argv)
+                r = self.tx.add(name, fields, _AUTO)
+                r = b"%d-%d" % r
             except RedisError as e:
                 r = e
-            except Exception as e:  # a bug: roll back, rerun one by one
-                raise _Unexpected(e)
-            if isinstance(r, Blocked):
-                self.failed |= failed
-                return replies, i, r
-            if isinstance(r, RedisError):
-                failed = True
-            app(render(r))
-        if run:
-            app(fast(tx.add_auto_many(run, now)))
-        self.failed |= failed
-        return replies, i, None
-
-    def _one_by_one(self, lines, start):
-        """After an unexpected failure: each line in its own transaction."""
-        replies = []
-        i = start
-        n = len(lines)
-        while i < n:
-            try:
-                part, nxt, blocked = self.store.transact(
-                    lambda tx: self._batch(tx, lines[i:i + 1], 0), write=True)
-            except _Unexpected as e:
-                part, nxt, blocked = [self.render(errors.internal(e.args[0]))], 1, None
                 self.failed = True
-            replies += part
-            i += 1
-            if blocked is not None:
-                return replies, i, blocked
-        return replies, i, None
+            self.replies.append(self.render(r))
+
+
+_AUTO = AddOptions()
 
 
 def _plainness(buf):
@@ -318,15 +364,6 @@ def _plainness(buf):
     return 2
 
 
-def _retrying(fn):
-    def run(tx):
-        try:
-            return fn(tx)
-        except RedisError as e:
-            return e
-    return run
-
-
 def _ids_raw(ids):
     return b"\n".join(ids) + b"\n"
 
@@ -337,21 +374,3 @@ def _ids_quoted(ids):
 
 _XADD = frozenset((b"XADD", b"xadd"))
 _FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}
-
-
-def write_out(data):
-    """Write to stdout, quietly ending on a closed pipe."""
-    try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        _quiet_exit()
-
-
-def _quiet_exit():
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-    os._exit(0)

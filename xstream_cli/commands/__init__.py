@@ -1,9 +1,14 @@
 """The command table: Redis command name -> how to run it.
 
+A command is its grammar (the docstring of its parser), a parser that
+checks the arguments without touching the store and returns the
+arguments of one engine verb, and a run function that makes that one
+call (storage.txn.Txn) and returns the reply value.
+
 ``lookup(argv)`` resolves a command (and, for XGROUP / XINFO, its
 subcommand), checks the arity as Redis does, and returns the Command.
-The table is also what the README's "Redis command -> storage method"
-list and the completions are generated from.
+The table is also what the man pages, the completions and the README's
+command table are generated from (tools/gen_docs.py).
 """
 from storage import errors
 from xstream_cli.commands import groups as g
@@ -13,65 +18,77 @@ from xstream_cli.commands import streams as s
 
 class Command:
     """One Redis command (or subcommand) xs implements."""
-    __slots__ = ("name", "arity", "handler", "write", "verb")
+    __slots__ = ("name", "arity", "parse", "run", "write", "verb", "blocking", "prepare")
 
-    def __init__(self, name, arity, handler, write, verb):
+    def __init__(self, name, arity, parse, run, write, verb, blocking=False, prepare=None):
         self.name = name          # Redis's full name: "xadd", "xgroup|create"
         self.arity = arity        # Redis arity: n exact, -n at least n
-        self.handler = handler    # fn(tx, argv) -> reply value
+        self.parse = parse        # fn(argv) -> the verb's arguments (a tuple)
+        self.run = run            # fn(tx, *arguments) -> reply value
         self.write = write        # needs a write transaction
-        self.verb = verb          # storage method(s) it calls (for the docs)
+        self.verb = verb          # the Txn method(s) it calls (for the docs)
+        self.blocking = blocking  # may wait (BLOCK): its one argument is ReadOptions
+        self.prepare = prepare    # fn(tx, *arguments) -> arguments, before waiting
+
+    @property
+    def grammar(self):
+        """The command's grammar: the first paragraph of its parser's
+        docstring, on one line."""
+        doc = (self.parse.__doc__ or "").strip()
+        return " ".join(doc.split("\n\n")[0].split())
 
 
-def _c(name, arity, handler, write, verb):
-    return Command(name, arity, handler, write, verb)
+def _c(name, arity, parse, run, write, verb, **kw):
+    return Command(name, arity, parse, run, write, verb, **kw)
 
 
 COMMANDS = {
-    b"XADD": _c("xadd", -5, s.xadd, True, "Txn.add"),
-    b"XRANGE": _c("xrange", -4, s.xrange, False, "Txn.range"),
-    b"XREVRANGE": _c("xrevrange", -4, s.xrevrange, False, "Txn.range(rev=True)"),
-    b"XLEN": _c("xlen", 2, s.xlen, False, "Txn.length"),
-    b"XDEL": _c("xdel", -3, s.xdel, True, "Txn.delete_entries"),
-    b"XDELEX": _c("xdelex", -5, s.xdelex, True, "Txn.delete_entries_ex"),
-    b"XTRIM": _c("xtrim", -4, s.xtrim, True, "Txn.trim"),
-    b"XSETID": _c("xsetid", -3, s.xsetid, True, "Txn.set_id"),
-    b"XCFGSET": _c("xcfgset", -2, s.xcfgset, True, "Txn.configure_idmp"),
-    b"XREAD": _c("xread", -4, s.xread, False, "Txn.read_streams"),
-    b"XREADGROUP": _c("xreadgroup", -7, g.xreadgroup, True, "Txn.read_group"),
-    b"XACK": _c("xack", -4, g.xack, True, "Txn.ack"),
-    b"XACKDEL": _c("xackdel", -6, g.xackdel, True, "Txn.ack_delete"),
-    b"XNACK": _c("xnack", -7, g.xnack, True, "Txn.nack"),
-    b"XPENDING": _c("xpending", -3, g.xpending, False, "Txn.pending_summary / Txn.pending_range"),
-    b"XCLAIM": _c("xclaim", -6, g.xclaim, True, "Txn.claim"),
-    b"XAUTOCLAIM": _c("xautoclaim", -6, g.xautoclaim, True, "Txn.autoclaim"),
-    b"DEL": _c("del", -2, k.del_, True, "Txn.delete_keys"),
-    b"EXISTS": _c("exists", -2, k.exists, False, "Txn.exists"),
-    b"TYPE": _c("type", 2, k.type_, False, "Txn.key_type"),
-    b"KEYS": _c("keys", 2, k.keys, False, "Txn.keys"),
-    b"SCAN": _c("scan", -2, k.scan, False, "Txn.scan"),
-    b"RENAME": _c("rename", 3, k.rename, True, "Txn.rename"),
+    b"XADD": _c("xadd", -5, s.parse_xadd, s.xadd, True, "add"),
+    b"XRANGE": _c("xrange", -4, s.parse_xrange, s.xrange, False, "range"),
+    b"XREVRANGE": _c("xrevrange", -4, s.parse_xrevrange, s.xrange, False, "range"),
+    b"XLEN": _c("xlen", 2, s.parse_xlen, s.xlen, False, "length"),
+    b"XDEL": _c("xdel", -3, s.parse_xdel, s.xdel, True, "delete_entries"),
+    b"XDELEX": _c("xdelex", -5, s.parse_xdelex, s.xdelex, True, "delete_entries_ex"),
+    b"XTRIM": _c("xtrim", -4, s.parse_xtrim, s.xtrim, True, "trim"),
+    b"XSETID": _c("xsetid", -3, s.parse_xsetid, s.xsetid, True, "set_id"),
+    b"XCFGSET": _c("xcfgset", -2, s.parse_xcfgset, s.xcfgset, True, "configure_idmp"),
+    b"XREAD": _c("xread", -4, s.parse_xread, s.xread, False, "read_streams",
+                 blocking=True, prepare=s.prepare_xread),
+    b"XREADGROUP": _c("xreadgroup", -7, g.parse_xreadgroup, g.xreadgroup, True, "read_group", blocking=True),
+    b"XACK": _c("xack", -4, g.parse_xack, g.xack, True, "ack"),
+    b"XACKDEL": _c("xackdel", -6, g.parse_xackdel, g.xackdel, True, "ack_delete"),
+    b"XNACK": _c("xnack", -7, g.parse_xnack, g.xnack, True, "nack"),
+    b"XPENDING": _c("xpending", -3, g.parse_xpending, g.xpending, False, "pending_summary / pending_range"),
+    b"XCLAIM": _c("xclaim", -6, g.parse_xclaim, g.xclaim, True, "claim"),
+    b"XAUTOCLAIM": _c("xautoclaim", -6, g.parse_xautoclaim, g.xautoclaim, True, "autoclaim"),
+    b"DEL": _c("del", -2, k.parse_del, k.del_, True, "delete_keys"),
+    b"EXISTS": _c("exists", -2, k.parse_exists, k.exists, False, "exists"),
+    b"TYPE": _c("type", 2, k.parse_type, k.type_, False, "key_type"),
+    b"KEYS": _c("keys", 2, k.parse_keys, k.keys, False, "keys"),
+    b"SCAN": _c("scan", -2, k.parse_scan, k.scan, False, "scan"),
+    b"RENAME": _c("rename", 3, k.parse_rename, k.rename, True, "rename"),
 }
 
 SUBCOMMANDS = {
     b"XGROUP": {
-        b"CREATE": _c("xgroup|create", -5, g.xgroup_create, True, "Txn.create_group"),
-        b"SETID": _c("xgroup|setid", -5, g.xgroup_setid, True, "Txn.set_group_id"),
-        b"DESTROY": _c("xgroup|destroy", 4, g.xgroup_destroy, True, "Txn.destroy_group"),
-        b"CREATECONSUMER": _c("xgroup|createconsumer", 5, g.xgroup_createconsumer, True,
-                              "Txn.create_consumer"),
-        b"DELCONSUMER": _c("xgroup|delconsumer", 5, g.xgroup_delconsumer, True, "Txn.delete_consumer"),
-        b"HELP": _c("xgroup|help", 2, g.xgroup_help, False, "-"),
+        b"CREATE": _c("xgroup|create", -5, g.parse_xgroup_create, g.xgroup_create, True, "create_group"),
+        b"SETID": _c("xgroup|setid", -5, g.parse_xgroup_setid, g.xgroup_setid, True, "set_group_id"),
+        b"DESTROY": _c("xgroup|destroy", 4, g.parse_xgroup_destroy, g.xgroup_destroy, True, "destroy_group"),
+        b"CREATECONSUMER": _c("xgroup|createconsumer", 5, g.parse_xgroup_createconsumer,
+                              g.xgroup_createconsumer, True, "create_consumer"),
+        b"DELCONSUMER": _c("xgroup|delconsumer", 5, g.parse_xgroup_delconsumer, g.xgroup_delconsumer, True,
+                           "delete_consumer"),
+        b"HELP": _c("xgroup|help", 2, g.parse_xgroup_help, g.xgroup_help, False, "-"),
     },
     b"XINFO": {
-        b"STREAM": _c("xinfo|stream", -3, s.xinfo_stream, False, "Txn.stream_info"),
-        b"GROUPS": _c("xinfo|groups", 3, s.xinfo_groups, False, "Txn.groups_info"),
-        b"CONSUMERS": _c("xinfo|consumers", 4, s.xinfo_consumers, False, "Txn.consumers_info"),
-        b"HELP": _c("xinfo|help", 2, s.xinfo_help, False, "-"),
+        b"STREAM": _c("xinfo|stream", -3, s.parse_xinfo_stream, s.xinfo_stream, False, "stream_info"),
+        b"GROUPS": _c("xinfo|groups", 3, s.parse_xinfo_groups, s.xinfo_groups, False, "groups_info"),
+        b"CONSUMERS": _c("xinfo|consumers", 4, s.parse_xinfo_consumers, s.xinfo_consumers, False,
+                         "consumers_info"),
+        b"HELP": _c("xinfo|help", 2, s.parse_xinfo_help, s.xinfo_help, False, "-"),
     },
 }
 
-CONTAINER_ARITY = {b"XGROUP": -2, b"XINFO": -2}
 NAMES = set(COMMANDS) | set(SUBCOMMANDS)
 
 
@@ -103,3 +120,9 @@ def is_command(name):
     if isinstance(name, str):
         name = name.encode("utf-8", "surrogateescape")
     return name.upper() in NAMES
+
+
+def execute(tx, cmd, argv):
+    """Parse ``argv`` and run ``cmd`` in ``tx``: the reply value (a
+    Redis error raises)."""
+    return cmd.run(tx, *cmd.parse(argv))

@@ -1,30 +1,48 @@
-"""Keyspace commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME."""
+"""Keyspace commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME.
+``parse_<cmd>(argv)`` returns the engine verb's arguments; ``<cmd>(tx,
+*args)`` makes the call and returns the reply value."""
 from storage import errors
 from xstream_cli.commands.parsing import ll
 from xstream_cli.reply import OK, Status
 
 
-def del_(tx, argv):
+def parse_del(argv):
     """DEL key [key ...]"""
-    return tx.delete_keys(argv[1:])
+    return (argv[1:],)
 
 
-def exists(tx, argv):
+def del_(tx, keys):
+    return tx.delete_keys(keys)
+
+
+def parse_exists(argv):
     """EXISTS key [key ...]"""
-    return tx.exists(argv[1:])
+    return (argv[1:],)
 
 
-def type_(tx, argv):
+def exists(tx, keys):
+    return tx.exists(keys)
+
+
+def parse_type(argv):
     """TYPE key"""
-    return Status(tx.key_type(argv[1]))
+    return (argv[1],)
 
 
-def keys(tx, argv):
+def type_(tx, key):
+    return Status(tx.key_type(key))
+
+
+def parse_keys(argv):
     """KEYS pattern"""
-    return tx.keys(argv[1])
+    return (argv[1],)
 
 
-def scan(tx, argv):
+def keys(tx, pattern):
+    return tx.keys(pattern)
+
+
+def parse_scan(argv):
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
     cursor = parse_cursor(argv[1])
     pattern = type_name = None
@@ -45,6 +63,10 @@ def scan(tx, argv):
         else:
             raise errors.syntax()
         i += 2
+    return cursor, pattern, count, type_name
+
+
+def scan(tx, cursor, pattern, count, type_name):
     nxt, names = tx.scan(cursor, pattern, count, type_name)
     return [b"%d" % nxt, names]
 
@@ -63,7 +85,11 @@ def parse_cursor(arg):
     return ((-v) & ((1 << 64) - 1)) if neg else v
 
 
-def rename(tx, argv):
+def parse_rename(argv):
     """RENAME key newkey"""
-    tx.rename(argv[1], argv[2])
+    return argv[1], argv[2]
+
+
+def rename(tx, src, dst):
+    tx.rename(src, dst)
     return OK

@@ -1,6 +1,7 @@
 """Argument parsing shared by all command parsers: Redis's integer rules
-and small helpers.  Errors are raised through storage.errors."""
+and deferred errors.  Errors are raised through storage.errors."""
 from storage import errors
+from storage.errors import RedisError
 
 LLONG_MAX = (1 << 63) - 1
 LLONG_MIN = -(1 << 63)
@@ -32,10 +33,23 @@ def ll(s, err=None):
     return v
 
 
-def upper(s):
-    return s.upper()
+class deferring:
+    """``with deferring() as d:`` -- a Redis error raised in the block is
+    kept in ``d.error`` instead of propagating (the block stops there).
+    For the part of a grammar Redis checks only after its key lookup:
+    the parser stores ``d.error`` in the options and the engine raises
+    it at that point (storage.options)."""
 
+    __slots__ = ("error",)
 
-def is_opt(arg, name):
-    """Case-insensitive option match (``name`` is upper-case bytes)."""
-    return len(arg) == len(name) and arg.upper() == name
+    def __init__(self):
+        self.error = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is not None and issubclass(et, RedisError):
+            self.error = ev
+            return True
+        return False

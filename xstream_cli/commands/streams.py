@@ -1,33 +1,25 @@
-"""Stream commands: grammar, parser, one storage call, reply value.
+"""Stream commands: XADD, XTRIM, XRANGE, XREVRANGE, XLEN, XDEL, XDELEX,
+XSETID, XCFGSET, XREAD, XINFO.
 
-Each handler takes the transaction and the full argv (argv[0] is the
-command name, as typed) and returns a reply value (xstream_cli/reply.py).
-Parsers check every argument before the storage verb runs.
+Each command is a pair: ``parse_<cmd>(argv)`` -- the grammar is its
+docstring -- checks the arguments without touching the store and
+returns the arguments of one engine verb (storage.txn.Txn); ``<cmd>(tx,
+*args)`` makes that one call and returns the reply value
+(xstream_cli/reply.py).  An error Redis raises only after its key lookup
+is deferred into the options (storage.options).
 """
 from storage import errors
-from storage.ids import MAX_ID, MIN_ID, fmt, parse_add_id, parse_id, parse_range_id
-from storage.options import ACKED, DELREF, KEEPREF, AddOptions, ReadOptions, TrimOptions
-from xstream_cli.commands.parsing import ll
+from storage.ids import MAX_ID, fmt, parse_add_id, parse_id, parse_range_id
+from storage.options import (ACKED, DELREF, KEEPREF, AddOptions, IdmpConfigOptions, IdsOptions, RangeOptions,
+                             ReadOptions, SetIdOptions, StreamInfoOptions, TrimOptions)
+from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.reply import OK, Map, Status
 
 POLICIES = {b"KEEPREF": KEEPREF, b"DELREF": DELREF, b"ACKED": ACKED}
 DEFAULT_APPROX_LIMIT = 100 * 100   # 100 x stream-node-max-entries
 
 
-class Blocked:
-    """Returned by XREAD / XREADGROUP with BLOCK when nothing can be served
-    now: the session waits for ``keys`` to change (or ``timeout_ms``) and
-    calls ``retry(tx)``, which returns a reply or None to keep waiting."""
-
-    def __init__(self, keys, timeout_ms, retry, claim_wake=None, shared=False):
-        self.keys = keys
-        self.timeout_ms = timeout_ms
-        self.retry = retry
-        self.claim_wake = claim_wake   # fn(tx) -> ms when a PEL entry becomes claimable
-        self.shared = shared           # XREADGROUP: the group (its consumers compete)
-
-
-# ------------------------------------------------------------ trim options
+# ================================================================ XADD, XTRIM
 
 def parse_add_or_trim(argv, xadd):
     """streamParseAddOrTrimArgsOrReply: options from argv[2].  For XADD,
@@ -35,17 +27,10 @@ def parse_add_or_trim(argv, xadd):
     (TrimOptions, len(argv))."""
     n = len(argv)
     i = 2
-    strategy = None
-    threshold = None
-    approx = False
-    limit = None
-    policy = None
-    nomk = False
-    pid = iid = None
-    idmp_auto = False
-    req_id = None
+    strategy = threshold = limit = policy = None
+    approx = nomk = idmp_auto = id_given = False
+    pid = iid = req_id = None
     seq_given = True
-    id_given = False
     while i < n:
         more = n - 1 - i
         opt = argv[i]
@@ -123,76 +108,94 @@ def parse_add_or_trim(argv, xadd):
     return AddOptions(req_id, seq_given, nomk, trim, policy, pid, None if idmp_auto else iid), field_pos
 
 
-def xadd(tx, argv):
+def parse_xadd(argv):
     """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO pid | IDMP pid iid]
     [MAXLEN | MINID [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
     opts, fp = parse_add_or_trim(argv, True)
-    new = tx.add(argv[1], argv[fp:], opts)
+    return argv[1], argv[fp:], opts
+
+
+def xadd(tx, key, fields, opts):
+    new = tx.add(key, fields, opts)
     return None if new is None else fmt(new)
 
 
-def xtrim(tx, argv):
+def parse_xtrim(argv):
     """XTRIM key MAXLEN | MINID [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
-    trim, _ = parse_add_or_trim(argv, False)
-    return tx.trim(argv[1], trim)
+    return argv[1], parse_add_or_trim(argv, False)[0]
 
 
-# ----------------------------------------------------------- XRANGE family
+def xtrim(tx, key, opts):
+    return tx.trim(key, opts)
 
-def _range(tx, argv, rev):
+
+# ============================================================ XRANGE family
+
+def _parse_range(argv, rev):
     start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
     start = parse_range_id(start_arg, 0, True)
     end = parse_range_id(end_arg, MAX_ID[1], False)
-    count = -1
-    j = 4
-    n = len(argv)
+    count = None
+    j, n = 4, len(argv)
     while j < n:
         if argv[j].upper() == b"COUNT" and j + 1 < n:
-            count = ll(argv[j + 1])
-            if count < 0:
-                count = 0
+            count = max(ll(argv[j + 1]), 0)
             j += 2
         else:
             raise errors.syntax()
-    if count == 0:
-        if tx.meta(argv[1]) is None:
-            return []
-        return None
-    return tx.range(argv[1], start, end, max(count, 0), rev)
+    return argv[1], RangeOptions(start, end, count, rev)
 
 
-def xrange(tx, argv):
+def parse_xrange(argv):
     """XRANGE key start end [COUNT count]"""
-    return _range(tx, argv, False)
+    return _parse_range(argv, False)
 
 
-def xrevrange(tx, argv):
+def parse_xrevrange(argv):
     """XREVRANGE key end start [COUNT count]"""
-    return _range(tx, argv, True)
+    return _parse_range(argv, True)
 
 
-def xlen(tx, argv):
+def xrange(tx, key, opts):
+    return tx.range(key, opts)
+
+
+def parse_xlen(argv):
     """XLEN key"""
-    return tx.length(argv[1])
+    return (argv[1],)
 
 
-# -------------------------------------------------------------- deletion
+def xlen(tx, key):
+    return tx.length(key)
 
-def xdel(tx, argv):
+
+# =================================================================== XDEL
+
+def _ids(args):
+    """IDs (strict), or the error of the first bad one -- deferred: Redis
+    parses them after its key lookup."""
+    with deferring() as d:
+        return tuple(parse_id(a, 0, strict=True) for a in args), None
+    return (), d.error
+
+
+def parse_xdel(argv):
     """XDEL key id [id ...]"""
-    if tx.meta(argv[1]) is None:
-        return 0
-    ids = [parse_id(a, 0, strict=True) for a in argv[2:]]
-    return tx.delete_entries(argv[1], ids)
+    ids, err = _ids(argv[2:])
+    return argv[1], IdsOptions(ids, len(argv) - 2, KEEPREF, err)
+
+
+def xdel(tx, key, opts):
+    return tx.delete_entries(key, opts)
 
 
 def parse_ids_block(argv, start):
     """[KEEPREF | DELREF | ACKED] IDS numids id [id ...], options in any
-    order (XDELEX, XACKDEL).  Returns (policy, raw id arguments)."""
+    order (XDELEX, XACKDEL) -> IdsOptions (a bad ID deferred)."""
     n = len(argv)
     i = start
     policy = None
-    ids = None
+    raw = None
     while i < n:
         u = argv[i].upper()
         if u in POLICIES and policy is None:
@@ -204,31 +207,32 @@ def parse_ids_block(argv, start):
                 raise errors.numids_positive()
             if num > n - i - 2:
                 raise errors.numids_mismatch()
-            ids = argv[i + 2:i + 2 + num]
+            raw = argv[i + 2:i + 2 + num]
             i += 2 + num
         else:
             raise errors.syntax()
-    if ids is None:
+    if raw is None:
         raise errors.ids_required()
-    return policy or KEEPREF, ids
+    ids, err = _ids(raw)
+    return IdsOptions(ids, len(raw), policy or KEEPREF, err)
 
 
-def xdelex(tx, argv):
+def parse_xdelex(argv):
     """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
-    policy, raw_ids = parse_ids_block(argv, 2)
-    if tx.meta(argv[1]) is None:
-        return [-1] * len(raw_ids)
-    ids = [parse_id(a, 0, strict=True) for a in raw_ids]
-    return tx.delete_entries_ex(argv[1], ids, policy)
+    return argv[1], parse_ids_block(argv, 2)
 
 
-# ----------------------------------------------------------------- XSETID
+def xdelex(tx, key, opts):
+    return tx.delete_entries_ex(key, opts)
 
-def xsetid(tx, argv):
+
+# ================================================================= XSETID
+
+def parse_xsetid(argv):
     """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
     new = parse_id(argv[2], 0, strict=True)
     added = -1
-    maxdel = MIN_ID
+    maxdel = None
     i, n = 3, len(argv)
     while i < n:
         u = argv[i].upper()
@@ -243,42 +247,49 @@ def xsetid(tx, argv):
         else:
             raise errors.syntax()
         i += 2
-    tx.set_id(argv[1], new, added, maxdel)
+    return argv[1], SetIdOptions(new, added, maxdel)
+
+
+def xsetid(tx, key, opts):
+    tx.set_id(key, opts)
     return OK
 
 
-# ------------------------------------------------------------- XCFGSET
+# ================================================================ XCFGSET
 
-def xcfgset(tx, argv):
+def parse_xcfgset(argv):
     """XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE count]"""
-    if tx.meta(argv[1]) is None:
-        raise errors.no_such_key()
     duration = maxsize = None
-    i, n = 2, len(argv)
-    while i < n:
-        u = argv[i].upper()
-        if u == b"IDMP-DURATION" and i + 1 < n:
-            if duration is not None:
-                raise errors.xcfgset_twice("IDMP-DURATION")
-            duration = ll(argv[i + 1])
-            if not 1 <= duration <= 86400:
-                raise errors.idmp_duration_range()
-        elif u == b"IDMP-MAXSIZE" and i + 1 < n:
-            if maxsize is not None:
-                raise errors.xcfgset_twice("IDMP-MAXSIZE")
-            maxsize = ll(argv[i + 1])
-            if not 1 <= maxsize <= 10000:
-                raise errors.idmp_maxsize_range()
-        else:
-            raise errors.syntax()
-        i += 2
-    if duration is None and maxsize is None:
-        raise errors.xcfgset_no_option()
-    tx.configure_idmp(argv[1], duration, maxsize)
+    with deferring() as d:     # Redis looks the key up first
+        i, n = 2, len(argv)
+        while i < n:
+            u = argv[i].upper()
+            if u == b"IDMP-DURATION" and i + 1 < n:
+                if duration is not None:
+                    raise errors.xcfgset_twice("IDMP-DURATION")
+                duration = ll(argv[i + 1])
+                if not 1 <= duration <= 86400:
+                    raise errors.idmp_duration_range()
+            elif u == b"IDMP-MAXSIZE" and i + 1 < n:
+                if maxsize is not None:
+                    raise errors.xcfgset_twice("IDMP-MAXSIZE")
+                maxsize = ll(argv[i + 1])
+                if not 1 <= maxsize <= 10000:
+                    raise errors.idmp_maxsize_range()
+            else:
+                raise errors.syntax()
+            i += 2
+        if duration is None and maxsize is None:
+            raise errors.xcfgset_no_option()
+    return argv[1], IdmpConfigOptions(duration, maxsize, d.error)
+
+
+def xcfgset(tx, key, opts):
+    tx.configure_idmp(key, opts)
     return OK
 
 
-# ------------------------------------------------------------------ XREAD
+# ================================================================== XREAD
 
 def parse_timeout(arg):
     v = ll(arg, errors.timeout_not_integer)
@@ -288,14 +299,13 @@ def parse_timeout(arg):
 
 
 def parse_read(argv, xreadgroup):
-    """XREAD / XREADGROUP options (xreadCommand's parser)."""
+    """XREAD / XREADGROUP options (xreadCommand's parser).  For
+    XREADGROUP, an ID's error is kept in its place in ``ids``: Redis
+    checks each stream's key and group before its ID."""
     n = len(argv)
-    count = 0
-    block = None
-    maxcount = maxsize = 0
-    group = consumer = None
+    count = maxcount = maxsize = 0
+    block = group = consumer = claim = None
     noack = False
-    claim = None
     streams_at = 0
     i = 1
     while i < n:
@@ -306,9 +316,7 @@ def parse_read(argv, xreadgroup):
             block = parse_timeout(argv[i])
         elif u == b"COUNT" and more:
             i += 1
-            count = ll(argv[i])
-            if count < 0:
-                count = 0
+            count = max(ll(argv[i]), 0)
         elif u == b"MAXCOUNT" and more:
             i += 1
             maxcount = ll(argv[i], errors.maxcount_invalid)
@@ -353,45 +361,56 @@ def parse_read(argv, xreadgroup):
     keys = tuple(argv[streams_at:streams_at + half])
     ids = []
     for a in argv[streams_at + half:]:
-        if a == b"$":
-            if xreadgroup:
-                raise errors.dollar_in_xreadgroup()
-            ids.append(b"$")
-        elif a == b">":
+        try:
+            ids.append(_read_id(a, xreadgroup))
+        except errors.RedisError as e:
             if not xreadgroup:
-                raise errors.gt_in_xread()
-            ids.append(b">")
-        elif a == b"+":
-            if xreadgroup:
-                raise errors.plus_in_xreadgroup()
-            ids.append(b"+")
-        else:
-            ids.append(parse_id(a, 0, strict=True))
+                raise
+            ids.append(e)
     return ReadOptions(keys, tuple(ids), count, block, maxcount, maxsize, group, consumer, noack, claim)
+
+
+def _read_id(a, xreadgroup):
+    if a == b"$":
+        if xreadgroup:
+            raise errors.dollar_in_xreadgroup()
+        return b"$"
+    if a == b">":
+        if not xreadgroup:
+            raise errors.gt_in_xread()
+        return b">"
+    if a == b"+":
+        if xreadgroup:
+            raise errors.plus_in_xreadgroup()
+        return b"+"
+    return parse_id(a, 0, strict=True)
 
 
 def read_reply(res):
     """[(key, entries), ...] -> the XREAD reply (null when empty)."""
     if not res:
         return None
-    return Map([(k, ents) for k, ents in res], flat=False)
+    return Map(list(res), flat=False)
 
 
-def xread(tx, argv):
+def parse_xread(argv):
     """XREAD [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK milliseconds]
     STREAMS key [key ...] id [id ...]"""
-    o = parse_read(argv, False)
-    ids = tx.resolve_read_ids(o.keys, o.ids)
-    res = tx.read_streams(o.keys, ids, o.count, o.maxcount, o.maxsize)
-    if res or o.block is None:
-        return read_reply(res)
-
-    def retry(t):
-        return read_reply(t.read_streams(o.keys, ids, o.count, o.maxcount, o.maxsize))
-    return Blocked(o.keys, o.block, retry)
+    return (parse_read(argv, False),)
 
 
-# ------------------------------------------------------------------ XINFO
+def prepare_xread(tx, opts):
+    """Before blocking: ``$`` is each stream's last ID at command start."""
+    if opts.block is None or b"$" not in opts.ids:
+        return (opts,)
+    return (opts.replace(ids=tx.resolve_read_ids(opts.keys, opts.ids)),)
+
+
+def xread(tx, opts):
+    return read_reply(tx.read_streams(opts))
+
+
+# ================================================================== XINFO
 
 XINFO_HELP = [
     "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -406,40 +425,83 @@ XINFO_HELP = [
 ]
 
 
-def _full_groups(groups):
-    """XINFO STREAM FULL's groups: storage pair lists -> maps."""
-    return [Map([(k, [Map(c) for c in v] if k == "consumers" else v) for k, v in g]) for g in groups]
-
-
-def xinfo_stream(tx, argv):
+def parse_xinfo_stream(argv):
     """XINFO STREAM key [FULL [COUNT count]]"""
     full = False
     count = 10
     n = len(argv)
-    if n > 3:
-        if argv[3].upper() != b"FULL":
-            raise errors.subcommand_syntax(argv[1], "XINFO")
-        full = True
-        if n > 4:
-            if n != 6 or argv[4].upper() != b"COUNT":
+    with deferring() as d:      # Redis looks the key up first
+        if n > 3:
+            if argv[3].upper() != b"FULL":
                 raise errors.subcommand_syntax(argv[1], "XINFO")
-            count = ll(argv[5])
-            if count < 0:
-                count = 10
-    info = tx.stream_info(argv[2], full, count)
-    return Map([(k, _full_groups(v) if full and k == "groups" else v) for k, v in info])
+            full = True
+            if n > 4:
+                if n != 6 or argv[4].upper() != b"COUNT":
+                    raise errors.subcommand_syntax(argv[1], "XINFO")
+                count = ll(argv[5])
+                if count < 0:
+                    count = 10
+    return argv[2], StreamInfoOptions(full, count, d.error)
 
 
-def xinfo_help(tx, argv):
+def xinfo_stream(tx, key, opts):
+    return stream_info_reply(tx.stream_info(key, opts))
+
+
+def stream_info_reply(s):
+    """StreamInfo -> XINFO STREAM's map, fields named and ordered as Redis."""
+    pairs = [("length", s.length), ("radix-tree-keys", s.nodes), ("radix-tree-nodes", s.nodes + 1),
+             ("last-generated-id", fmt(s.last_generated_id)), ("max-deleted-entry-id", fmt(s.max_deleted_entry_id)),
+             ("entries-added", s.entries_added), ("recorded-first-entry-id", fmt(s.recorded_first_entry_id))]
+    if s.idmp is not None:
+        d = s.idmp
+        pairs += [("idmp-duration", d.duration), ("idmp-maxsize", d.maxsize), ("pids-tracked", d.pids_tracked),
+                  ("iids-tracked", d.iids_tracked), ("iids-added", d.iids_added),
+                  ("iids-duplicates", d.iids_duplicates)]
+    if not s.full:
+        pairs += [("groups", s.groups), ("first-entry", s.first_entry), ("last-entry", s.last_entry)]
+    else:
+        pairs += [("entries", s.entries), ("groups", [_group_detail(g) for g in s.groups])]
+    return Map(pairs)
+
+
+def _group_detail(g):
+    return Map([
+        ("name", g.name), ("last-delivered-id", fmt(g.last_delivered_id)), ("entries-read", g.entries_read),
+        ("lag", g.lag), ("pel-count", g.pel_count), ("nacked-count", g.nacked_count),
+        ("pending", [[fmt(i), owner, t, n] for i, owner, t, n in g.pending]),
+        ("consumers", [Map([("name", c.name), ("seen-time", c.seen_time), ("active-time", c.active_time),
+                            ("pel-count", c.pel_count),
+                            ("pending", [[fmt(i), t, n] for i, t, n in c.pending])]) for c in g.consumers]),
+    ])
+
+
+def parse_xinfo_groups(argv):
+    """XINFO GROUPS key"""
+    return (argv[2],)
+
+
+def xinfo_groups(tx, key):
+    return [Map([("name", g.name), ("consumers", g.consumers), ("pending", g.pending),
+                 ("last-delivered-id", fmt(g.last_delivered_id)), ("entries-read", g.entries_read),
+                 ("lag", g.lag)]) for g in tx.groups_info(key)]
+
+
+def parse_xinfo_consumers(argv):
+    """XINFO CONSUMERS key group"""
+    return argv[2], argv[3]
+
+
+def xinfo_consumers(tx, key, group):
+    return [Map([("name", c.name), ("pending", c.pending), ("idle", c.idle), ("inactive", c.inactive)])
+            for c in tx.consumers_info(key, group)]
+
+
+def parse_xinfo_help(argv):
     """XINFO HELP"""
+    return ()
+
+
+def xinfo_help(tx):
     return [Status(x) for x in XINFO_HELP]
 
-
-def xinfo_groups(tx, argv):
-    """XINFO GROUPS key"""
-    return [Map(g) for g in tx.groups_info(argv[2])]
-
-
-def xinfo_consumers(tx, argv):
-    """XINFO CONSUMERS key group"""
-    return [Map(c) for c in tx.consumers_info(argv[2], argv[3])]

@@ -13,31 +13,23 @@ import sys
 
 import click
 
+from xstream_cli import context
+
 MAX_NAMES = 10000       # a completion menu longer than this helps nobody
 
 
-def _names(db, what, arg):
+def _names(g, what, arg):
     """The names to print (bytes), or [] on any problem."""
-    from storage import codec
     from storage.store import Store
-    from xstream_cli.session import default_db
-    store = Store(db or default_db(), readonly=True, create=False)
+    store = Store(context.db_path(g), readonly=True, create=False)
     try:
-        # Store(readonly=True) opens its database handles inside a read
-        # transaction, and LMDB drops handles opened in a read-only
-        # transaction when it ends: reopen them outside one (no-op once
-        # storage/store.py does this itself).
-        store.dbs = {n: store.env.open_db(n, create=False) for n in codec.DATABASES}
-        def run(tx):
+        with store.read() as tx:
             if what == "keys":
                 prefix = arg or b""
-                return [n for n in tx.keys(b"*") if n.startswith(prefix)][:MAX_NAMES]
+                return [n for n in tx.stream_names() if n.startswith(prefix)][:MAX_NAMES]
             if what == "groups" and arg is not None:
-                m = tx.meta(arg)
-                return [] if m is None else [g.name for g in tx.group_list(m)][:MAX_NAMES]
+                return tx.group_names(arg)[:MAX_NAMES]
             return []
-        with store.read() as tx:
-            return run(tx)
     finally:
         store.close()
 
@@ -51,8 +43,7 @@ def _names(db, what, arg):
 def complete(obj, what, arg, rest):
     """Stream or group names for shell completion (used by completions/)."""
     try:
-        db = (obj or {}).get("db") or os.environ.get("XS_DB") or None
-        names = _names(db, what, os.fsencode(arg) if arg is not None else None)
+        names = _names(obj or context.Globals(), what, os.fsencode(arg) if arg is not None else None)
         out = sys.stdout.buffer
         for n in names:
             if b"\n" not in n:

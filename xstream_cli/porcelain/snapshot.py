@@ -13,24 +13,19 @@ import tempfile
 
 import click
 
+from xstream_cli import context
+
 
 # ---------------------------------------------------------------- helpers
 
 def _store(ctx):
-    from storage.store import Store, StoreError
-    from xstream_cli.session import default_db
-    obj = ctx.find_root().obj or {}
-    try:
-        store = Store(obj.get("db") or default_db(), durable=obj.get("durable", True))
-    except StoreError as e:
-        _fail(str(e))
+    g = ctx.find_root().obj or context.Globals()
+    store = context.open_store(g)
     ctx.call_on_close(store.close)
     return store
 
 
-def _fail(msg):
-    click.echo("xs: %s" % msg, err=True)
-    sys.exit(1)
+_fail = context.fail
 
 
 def _names(values):
@@ -162,7 +157,8 @@ def export(ctx, streams, output, meta, to_url, replace):
     Fields keep their order and duplicates; bytes that are not UTF-8 are
     written as {"b64": "..."}.  --meta adds lines for everything else
     (see docs/snapshot-format.md)."""
-    from storage.exchange import ExchangeError, export_jsonl, to_redis
+    from storage.exchange import ExchangeError, export_jsonl
+    from xstream_cli.bridge import to_redis
     from storage.snapshot import SnapshotError
     store = _store(ctx)
     try:
@@ -208,7 +204,8 @@ def import_(ctx, args, from_url, replace, batch):
     error); one transaction per --batch lines.  With --from, copy
     streams from a live Redis: entries, metadata, groups, consumers,
     pending entries."""
-    from storage.exchange import ExchangeError, from_redis, import_jsonl
+    from storage.exchange import ExchangeError, import_jsonl
+    from xstream_cli.bridge import from_redis
     if not from_url and len(args) > 1:
         raise click.UsageError("give one FILE (or - for stdin)")
     file = args[0] if args and not from_url else "-"

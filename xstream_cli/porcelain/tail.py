@@ -38,7 +38,8 @@ import sys
 import click
 
 from storage.ids import MAX_ID, MIN_ID
-from storage.options import ReadOptions
+from storage.options import IdsOptions, RangeOptions, ReadOptions
+from xstream_cli import context
 
 BATCH = 1000                   # entries per read transaction while following
 _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
@@ -146,17 +147,17 @@ def _last_entries(tx, keys, n):
     rows = []
     after = []
     for k in keys:
-        m = tx.meta(k)
-        after.append(m.last_id if m is not None else MIN_ID)
+        last = tx.last_generated_id(k)
+        after.append(last if last is not None else MIN_ID)
         if n:
-            rows += [(k, e) for e in tx.range(k, MIN_ID, MAX_ID, n, rev=True)]
+            rows += [(k, e) for e in tx.range(k, RangeOptions(MIN_ID, MAX_ID, n, True))]
     rows.sort(key=_id_key)
     return rows[-n:] if n else [], after
 
 
 def _new_entries(tx, keys, after):
     rows = []
-    for k, ents in tx.read_streams(keys, after, BATCH):
+    for k, ents in tx.read_streams(ReadOptions(tuple(keys), tuple(after), BATCH)):
         rows += [(k, e) for e in ents]
     rows.sort(key=_id_key)
     return rows
@@ -177,7 +178,7 @@ def _ack(tx, group, rows):
     for k, e in rows:
         by.setdefault(k, []).append(_parse_id(e[0]))
     for k, ids in by.items():
-        tx.ack(k, group, ids)
+        tx.ack(k, group, IdsOptions(tuple(ids), len(ids)))
 
 
 # ------------------------------------------------------------------ command
@@ -197,7 +198,7 @@ def run_tail(store, keys, n, follow, group, consumer, line):
     Returns the exit status."""
     from storage.blocking import Waiter
     from storage.errors import RedisError
-    from xstream_cli.session import _quiet_exit, write_out
+    write_out, _quiet_exit = context.write_out, context.quiet_exit
 
     def emit(rows):
         out = [line(k, e) for k, e in rows if e[1] is not None]
@@ -207,10 +208,10 @@ def run_tail(store, keys, n, follow, group, consumer, line):
     waiter = Waiter(store, keys, _stdout_watch()) if follow else None
     try:
         if group is None:
-            rows, after = store.transact(lambda tx: _last_entries(tx, keys, n), write=False)
+            rows, after = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
             emit(rows)
             while follow:
-                rows = store.transact(lambda tx: _new_entries(tx, keys, after), write=False)
+                rows = store.run(lambda tx: _new_entries(tx, keys, after), write=False)
                 if rows:
                     last = {}
                     for k, e in rows:
@@ -226,10 +227,10 @@ def run_tail(store, keys, n, follow, group, consumer, line):
         ids = [MIN_ID] * len(keys)          # this consumer's pending entries first
         while follow or left > 0:
             count = BATCH if follow else min(left, BATCH)
-            rows = store.transact(lambda tx: _group_read(tx, keys, group, consumer, ids, count))
+            rows = store.run(lambda tx: _group_read(tx, keys, group, consumer, ids, count), write=True)
             if rows:
                 emit(rows)
-                store.transact(lambda tx: _ack(tx, group, rows))
+                store.run(lambda tx: _ack(tx, group, rows), write=True)
                 left -= len(rows)
                 continue
             if ids[0] != b">":
@@ -271,11 +272,10 @@ def register(cli):
         group (this consumer's pending ones first) and acknowledged once
         printed.  Ctrl-C and a closed pipe end quietly (status 0).
         """
-        from xstream_cli.__main__ import _open, resolve_mode
         if (group is None) != (consumer is None):
             raise click.UsageError("--group and --consumer go together")
-        obj = obj or {"db": None, "mode": None, "durable": True}
-        mode = "json" if json_ else resolve_mode(obj.get("mode"))
+        g = obj or context.Globals()
+        mode = "json" if json_ else context.resolve_mode(g.mode)
         keys = [os.fsencode(s) for s in streams]
         if mode == "json":
             line = json_line
@@ -283,9 +283,9 @@ def register(cli):
             line = Pretty(keys)
         else:
             line = raw_line
-        session = _open(obj, "raw")
+        store = context.open_store(g)
         try:
-            code = run_tail(session.store, keys, n, follow,
+            code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
                             None if consumer is None else os.fsencode(consumer), line)
         except KeyboardInterrupt:

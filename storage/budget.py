@@ -1,0 +1,43 @@
+"""MAXSIZE accounting (XREAD / XREADGROUP ... MAXSIZE bytes): how many
+entries fit a reply.
+
+The cap is soft, as in Redis: the first entry of a reply always goes,
+and the reply stops once it reaches the cap.  One ``Budget`` spans all
+the streams of one command.
+"""
+
+
+def entry_size(i, fields):
+    """Approximate RESP size of one entry in a reply."""
+    idlen = len(i) if type(i) is bytes else 21
+    return idlen + (sum(len(x) for x in fields) + 8 * len(fields) if fields else 0) + 16
+
+
+class Budget:
+    """Reply bytes spent so far against ``cap`` bytes (0: no cap)."""
+
+    __slots__ = ("cap", "used")
+
+    def __init__(self, cap=0):
+        self.cap = cap
+        self.used = 0
+
+    @property
+    def spent(self):
+        """True once no more entries may be added."""
+        return bool(self.cap) and self.used >= self.cap
+
+    def fit(self, rows):
+        """The leading ``(id, fields, ...)`` rows that fit; spends them."""
+        if not self.cap:
+            return rows
+        kept = []
+        for r in rows:
+            n = entry_size(r[0], r[1])
+            if self.used and self.used + n > self.cap:
+                break
+            kept.append(r)
+            self.used += n
+            if self.used >= self.cap:
+                break
+        return kept

@@ -1,0 +1,214 @@
+"""Delivering entries to consumers: XREADGROUP (new entries, history,
+CLAIM of idle ones), XCLAIM, XAUTOCLAIM.  Functions of ``p``
+(storage.parts.Parts), called through the facade.
+"""
+from storage import errors, lag
+from storage.budget import Budget
+from storage.groups import need_group
+from storage.ids import MAX_ID, MIN_ID, fmt, incr
+from storage.options import raise_deferred
+from storage.pel import bump
+
+# ============================================================ XREADGROUP
+
+
+def read_group(p, o):
+    """XREADGROUP without blocking: ``[(key, entries)]``.  Each entry is
+    [id, fields] -- fields None for a deleted pending entry -- or, with
+    CLAIM, [id, fields, idle ms, delivery count]."""
+    found = []
+    for key, want in zip(o.keys, o.ids):
+        m = p.streams.get(key)
+        g = p.groups.get(m, o.group) if m is not None else None
+        if g is None:
+            raise errors.nogroup_xreadgroup(key, o.group)
+        if isinstance(want, errors.RedisError):
+            raise want
+        found.append((m, g))
+    now = p.now
+    out = []
+    total = 0
+    budget = Budget(o.maxsize)
+    for (m, g), key, want in zip(found, o.keys, o.ids):
+        if (o.maxcount and total >= o.maxcount) or budget.spent:
+            break
+        count = o.count
+        if o.maxcount:
+            left = o.maxcount - total
+            count = left if not count or left < count else count
+        c = p.groups.seen(g, o.consumer, now)
+        if want == b">":
+            ents = []
+            if o.claim is not None:
+                ents = _claim_idle(p, m, g, c, o.claim, count, budget)
+            left = (count - len(ents)) if count else 0
+            if (not count or left > 0) and not budget.spent:
+                news = _deliver_new(p, m, g, c, left, o.noack, budget)
+                if o.claim is not None:
+                    news = [[i, f, 0, 0] for i, f in news]
+                ents += news
+            if not ents:
+                continue
+            c.active_time = now
+        else:
+            ents = _history(p, m, g, c, want, count, budget)
+        p.streams.touch(key)
+        total += len(ents)
+        out.append((key, ents))
+    return out
+
+
+def _deliver_new(p, m, g, c, count, noack, budget):
+    """Entries after the group's last ID, now delivered to ``c``."""
+    if m.length == 0 or g.last_id >= m.last_id:
+        return []
+    out = []
+    for i, fields in budget.fit(p.log.rows(m, incr(g.last_id), count)):
+        lag.advance(p.log, m, g, i)
+        if not noack:
+            p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
+        out.append([fmt(i), fields])
+    return out
+
+
+def _history(p, m, g, c, after, count, budget):
+    """A consumer's own pending entries after ``after`` (history read):
+    delivery time and count are updated; a deleted entry is shown with
+    no fields, not redelivered."""
+    if after == MAX_ID:
+        return []
+    out = []
+    rows = [(i, p.log.fields(m, i)) for i in p.pel.owned(g, c.cid, incr(after), MAX_ID, count)]
+    for i, fields in budget.fit(rows):
+        if fields is not None:
+            old = p.pel.get(g, i)
+            p.pel.put(g, i, c.cid, p.now, bump(old[2]), old)
+        out.append([fmt(i), fields])
+    return out
+
+
+def _claim_idle(p, m, g, c, min_idle, count, budget):
+    """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
+    ``c``, longest idle first (NACKed first), at most ``count`` (0: all).
+    Entries deleted from the stream are skipped.  Returns [id, fields,
+    idle, delivery count before this delivery].  Walks the time index
+    from its start: O(log n + k)."""
+    now = p.now
+    cutoff = now - min_idle
+    cand = []
+    for t, i in p.pel.by_time(g):
+        if t > cutoff:
+            break
+        v = p.log.get(m, i)
+        if v is None:
+            continue
+        cand.append((i, v))
+        if count and len(cand) >= count:
+            break
+    from storage.codec import entry_fields
+    rows = budget.fit([(i, entry_fields(v)) for i, v in cand])
+    out = []
+    moves = []
+    for i, fields in rows:
+        old = p.pel.get(g, i)
+        idle = now - old[1] if old[0] else now
+        moves.append((i, old))
+        out.append([fmt(i), fields, idle if idle > 0 else 0, old[2]])
+    p.pel.deliver_many(g, moves, c, now)
+    return out
+
+
+def claim_wait_ms(p, keys, group, min_idle):
+    """For a blocked XREADGROUP CLAIM: ms until the oldest pending entry
+    of these streams becomes claimable (None: nothing pending)."""
+    best = None
+    for key in keys:
+        m = p.streams.get(key)
+        g = p.groups.get(m, group) if m is not None else None
+        if g is None:
+            continue
+        for t, i in p.pel.by_time(g):
+            if p.log.exists(m, i):      # the oldest that still exists
+                w = max(0, t + min_idle - p.now)
+                best = w if best is None else min(best, w)
+                break
+    return best
+
+
+# ================================================================ XCLAIM
+
+
+def claim(p, name, group, consumer, o):
+    """XCLAIM: entries (or IDs with JUSTID) now owned by ``consumer``."""
+    m, g = need_group(p, name, group)
+    raise_deferred(o)
+    now = p.now
+    t = now
+    if o.idle is not None:
+        t = now - o.idle
+    elif o.time is not None:
+        t = o.time
+    if t < 0 or t > now:
+        t = now
+    if o.lastid is not None and o.lastid > g.last_id:
+        g.last_id = o.lastid
+    out = []
+    c = None
+    for i in o.ids:
+        old = p.pel.get(g, i)
+        if not p.log.exists(m, i):
+            if old is not None:
+                p.pel.remove(g, i, old)
+            continue
+        if old is None:
+            if not o.force:
+                continue
+            count = 1          # streamCreateNACK starts at 1
+        else:
+            count = old[2]
+            if old[0] and o.min_idle and now - old[1] < o.min_idle:
+                continue
+        if c is None:
+            c = p.groups.seen(g, consumer, now)
+        if o.retrycount is not None:
+            count = o.retrycount
+        elif not o.justid:
+            count = bump(count)
+        p.pel.put(g, i, c.cid, t, count, old)
+        c.active_time = now
+        out.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+    if out or c is not None:
+        p.streams.touch(name)
+    return out
+
+
+def autoclaim(p, name, group, consumer, o):
+    """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
+    m, g = need_group(p, name, group)
+    now = p.now
+    attempts = o.count * 10
+    count = o.count
+    claimed, deleted = [], []
+    c = None
+    nxt = MIN_ID
+    for i, rec in p.pel.items(g, o.start, MAX_ID):
+        if not attempts or not count:
+            nxt = i
+            break
+        attempts -= 1
+        if not p.log.exists(m, i):
+            p.pel.remove(g, i, rec)
+            deleted.append(fmt(i))
+            count -= 1
+            continue
+        if rec[0] and o.min_idle and now - rec[1] < o.min_idle:
+            continue
+        if c is None:
+            c = p.groups.seen(g, consumer, now)
+        p.pel.put(g, i, c.cid, now, rec[2] if o.justid else bump(rec[2]), rec)
+        c.active_time = now
+        claimed.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+        count -= 1
+    if claimed or deleted:
+        p.streams.touch(name)
+    return fmt(nxt), claimed, deleted

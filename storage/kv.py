@@ -1,0 +1,180 @@
+"""One LMDB transaction and the store's databases, as the engine's parts
+use them: get, put, delete, and walks over key prefixes and ranges.
+
+Every part of the engine reads and writes through a ``KV``, never
+through py-lmdb directly, so the prefix and range walks are written once
+(``iter_prefix``, ``iter_range``, ``delete_prefix``, ``last_key``).
+Keys and values are bytes produced by storage.codec.
+"""
+from storage.codec import prefix_end
+
+
+class KV:
+    """A transaction (``lt``, a py-lmdb Transaction) over the named
+    databases ``dbs`` (name -> handle).  Every walk and bulk operation
+    opens its own cursor, so a walk stays valid while the same database
+    is written through another method (LMDB tracks the cursors of a
+    write transaction)."""
+
+    __slots__ = ("lt", "dbs")
+
+    def __init__(self, lt, dbs):
+        self.lt = lt
+        self.dbs = dbs
+
+    def db(self, name):
+        return self.dbs[name]
+
+    def cursor(self, db):
+        """A new cursor on ``db`` (for hot loops that walk by hand)."""
+        return self.lt.cursor(db=db)
+
+    # ------------------------------------------------------------- points
+
+    def get(self, db, key):
+        return self.lt.get(key, db=db)
+
+    def put(self, db, key, value):
+        self.lt.put(key, value, db=db)
+
+    def delete(self, db, key):
+        """True if ``key`` was there."""
+        return self.lt.delete(key, db=db)
+
+    def putmulti(self, db, items, append=False):
+        """Store many (key, value) pairs (sorted keys make it cheap);
+        with ``append``, keys must be above every key in ``db``.
+        Returns how many were added."""
+        return self.cursor(db).putmulti(items, append=append)[1]
+
+    # -------------------------------------------------------------- walks
+
+    def iter_prefix(self, db, prefix, start=None, values=True):
+        """(key, value) pairs -- or keys, without ``values`` -- whose key
+        starts with ``prefix``, in key order, from ``start`` (a key with
+        that prefix) if given."""
+        c = self.cursor(db)
+        if not c.set_range(start if start is not None else prefix):
+            return
+        n = len(prefix)
+        if values:
+            for kv in c.iternext():
+                if kv[0][:n] != prefix:
+                    return
+                yield kv
+        else:
+            for k in c.iternext(values=False):
+                if k[:n] != prefix:
+                    return
+                yield k
+
+    def iter_range(self, db, lo, hi, values=True, reverse=False):
+        """Pairs (or keys) with ``lo <= key <= hi``, ascending, or
+        descending with ``reverse``."""
+        c = self.cursor(db)
+        if not reverse:
+            if not c.set_range(lo):
+                return
+            it = c.iternext(values=values)
+            for x in it:
+                if (x[0] if values else x) > hi:
+                    return
+                yield x
+            return
+        if c.set_range(hi):
+            if c.key() != hi and not c.prev():
+                return
+        elif not c.last():
+            return
+        for x in c.iterprev(values=values):
+            if (x[0] if values else x) < lo:
+                return
+            yield x
+
+    def first_key(self, db, prefix):
+        """The first key starting with ``prefix``, or None."""
+        c = self.cursor(db)
+        if c.set_range(prefix):
+            k = c.key()
+            if k[:len(prefix)] == prefix:
+                return k
+        return None
+
+    def last_key(self, db, prefix):
+        """The last key starting with ``prefix``, or None."""
+        c = self.cursor(db)
+        end = prefix_end(prefix)
+        ok = c.prev() if (end and c.set_range(end)) else c.last()
+        if ok:
+            k = c.key()
+            if k[:len(prefix)] == prefix:
+                return k
+        return None
+
+    def values_from(self, db, start, prefix, count, reverse=False):
+        """Up to ``count`` values of keys with ``prefix``: from ``start``
+        upwards, or (``reverse``) from the last key of the prefix down.
+        The whole-stream fast path of XRANGE."""
+        from itertools import islice
+        c = self.cursor(db)
+        if not reverse:
+            if not c.set_range(start):
+                return []
+            return list(islice(c.iternext(keys=False), count))
+        end = prefix_end(prefix)
+        ok = c.prev() if (end and c.set_range(end)) else c.last()
+        if not ok:
+            return []
+        return list(islice(c.iterprev(keys=False), count))
+
+    # ----------------------------------------------------------- deletion
+
+    def delete_prefix(self, db, prefix):
+        """Delete every key starting with ``prefix``; returns the count."""
+        c = self.cursor(db)
+        n = 0
+        if not c.set_range(prefix):
+            return 0
+        ln = len(prefix)
+        while True:
+            k = c.key()
+            if not k or k[:ln] != prefix:
+                return n
+            c.delete()
+            n += 1
+
+    def delete_first(self, db, prefix, count):
+        """Delete the first ``count`` keys starting with ``prefix`` (the
+        caller knows there are that many); returns the count."""
+        c = self.cursor(db)
+        if count <= 0 or not c.set_range(prefix):
+            return 0
+        for _ in range(count):
+            c.delete()
+        return count
+
+    def delete_below(self, db, prefix, bound):
+        """Delete keys starting with ``prefix`` that are below ``bound``;
+        returns the count."""
+        c = self.cursor(db)
+        n = 0
+        if not c.set_range(prefix):
+            return 0
+        ln = len(prefix)
+        while True:
+            k = c.key()
+            if not k or k[:ln] != prefix or k >= bound:
+                return n
+            c.delete()
+            n += 1
+
+    def nth_key(self, db, prefix, n):
+        """The ``n``-th key (0-based) starting with ``prefix``, or None."""
+        c = self.cursor(db)
+        if not c.set_range(prefix):
+            return None
+        for _ in range(n):
+            if not c.next():
+                return None
+        k = c.key()
+        return k if k[:len(prefix)] == prefix else None

@@ -1,0 +1,49 @@
+"""Upgrading a store written by an older xs to the current format.
+
+``Store`` calls ``migrate`` in the write transaction that opens the
+store, under LMDB's write lock: the steps run once, whoever opens the
+store first, and all together -- a crash or an error mid-way leaves the
+store in its old format, to be upgraded on the next open.
+
+A format change needs: a new ``codec.FORMAT_VERSION``, the old layout's
+decoders kept in codec (``decode_v1`` and the like), a step here from
+the previous version, and a fixture store written by the previous
+version (tests/fixtures/) that must open, read back identically and
+take writes (tests/test_format.py).  Adding a field to a record needs
+none of this: records decode with a default for a field they lack.
+"""
+from storage import codec
+from storage.kv import KV
+
+
+def _v1_to_v2(kv):
+    """Format 1 -> 2: records become maps; the consumer-by-id index moves
+    from ``consumers`` (``gid + 0x02 + cid``) to ``cnames``."""
+    keys, groups, consumers, cnames = (kv.db(n) for n in (b"keys", b"groups", b"consumers", b"cnames"))
+    for k, v in kv.iter_prefix(keys, b""):
+        kv.put(keys, k, codec.StreamMeta.decode_v1(v).encode())
+    for k, v in kv.iter_prefix(groups, b""):
+        kv.put(groups, k, codec.GroupMeta.decode_v1(v).encode())
+    moved = []
+    for k, v in kv.iter_prefix(consumers, b""):
+        index = codec.v1_cname_index(k)
+        if index is not None:
+            moved.append((k, index, v))
+        else:
+            kv.put(consumers, k, codec.ConsumerMeta.decode_v1(v).encode())
+    for k, (gid, cid), name in moved:
+        kv.delete(consumers, k)
+        kv.put(cnames, codec.cname_key(gid, cid), name)
+
+
+STEPS = {1: _v1_to_v2}       # from version -> the step to the next
+
+
+def migrate(lt, dbs, version):
+    """Upgrade the store under transaction ``lt`` from ``version`` to
+    ``codec.FORMAT_VERSION``."""
+    kv = KV(lt, dbs)
+    while version < codec.FORMAT_VERSION:
+        STEPS[version](kv)
+        version += 1
+    kv.put(kv.db(b"meta"), codec.META_FORMAT, codec.encode_count(version))

@@ -1,0 +1,173 @@
+"""The command line's context, in one place: the global options (``--db``,
+output modes, ``--no-sync``) and their environment variables, where the
+default store lives, opening a store, and turning failures into a
+message on stderr and an exit status.  The fast path (__main__), the
+click application, script mode and every porcelain command use this
+module; none of them opens a store or picks an exit status otherwise.
+
+Imports nothing heavy: it is on every command's start-up path.
+"""
+import os
+import sys
+
+EXIT_OK = 0
+EXIT_ERROR = 1            # a Redis error, a store that cannot be used, bad input
+EXIT_USAGE = 2            # the command line itself is wrong
+EXIT_INTERRUPTED = 130    # Ctrl-C
+
+# (mode, flag, help) -- the click options are generated from this table
+MODES = [("json", "--json", "JSON lines, RESP3-shaped (one document per reply)."),
+         ("raw", "--raw", "Exactly as redis-cli --raw (default when not a terminal)."),
+         ("noraw", "--no-raw", "Exactly as redis-cli --no-raw."),
+         ("pretty", "--pretty", "Readable tables and colours (default on a terminal).")]
+MODE_OF_FLAG = {flag: mode for mode, flag, _ in MODES}
+
+DB_HELP = "Store directory (env XS_DB; default $XDG_DATA_HOME/xstream or ~/.local/share/xstream)."
+NO_SYNC_HELP = ("Do not fsync on commit (env XS_NO_SYNC=1): faster, but a machine crash may lose the "
+                "last commits (never corrupts the store).")
+
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+_FALSE = {"", "0", "false", "f", "no", "n", "off"}
+
+
+class UsageError(Exception):
+    """The command line or the environment is wrong (exit status 2)."""
+
+
+class Globals:
+    """The global options of one invocation."""
+    __slots__ = ("db", "mode", "durable")
+
+    def __init__(self, db=None, mode=None, durable=True):
+        self.db = db              # store path given (None: XS_DB or the default)
+        self.mode = mode          # "json", "raw", "noraw", "pretty" or None (by terminal)
+        self.durable = durable    # fsync on commit
+
+    def __repr__(self):
+        return "Globals(db=%r, mode=%r, durable=%r)" % (self.db, self.mode, self.durable)
+
+
+def env_flag(name, environ=None):
+    """A boolean environment variable: 1/true/yes/on or 0/false/no/off
+    (any case); unset is False; anything else is a usage error."""
+    v = (environ if environ is not None else os.environ).get(name)
+    if v is None:
+        return False
+    v = v.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise UsageError("%s must be 1/true/yes/on or 0/false/no/off, not %r" % (name, v))
+
+
+def from_environment(g):
+    """Apply the environment to ``g``: XS_NO_SYNC (XS_DB is read when the
+    store is opened)."""
+    if env_flag("XS_NO_SYNC"):
+        g.durable = False
+    return g
+
+
+def parse_globals(args):
+    """Global options before the command, as the fast path sees them.
+    Returns (Globals, rest), or None when click should handle the
+    command line (help, version, a porcelain option, a usage error)."""
+    g = Globals()
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        if a == "--db":
+            if i + 1 >= n:
+                return None
+            g.db = args[i + 1]
+            i += 2
+        elif a.startswith("--db="):
+            g.db = a[5:]
+            i += 1
+        elif a in MODE_OF_FLAG:
+            g.mode = MODE_OF_FLAG[a]
+            i += 1
+        elif a == "--no-sync":
+            g.durable = False
+            i += 1
+        elif a.startswith("-"):
+            return None
+        else:
+            break
+    return g, args[i:]
+
+
+def default_db():
+    """The store used without --db: XS_DB, else under the user's data
+    directory."""
+    env = os.environ.get("XS_DB")
+    if env:
+        return env
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "xstream")
+
+
+def db_path(g):
+    return g.db or default_db()
+
+
+def resolve_mode(mode, stream=None):
+    """The output mode: as asked, else pretty on a terminal, raw otherwise."""
+    if mode:
+        return mode
+    stream = stream or sys.stdout
+    try:
+        return "pretty" if stream.isatty() else "raw"
+    except (AttributeError, ValueError):
+        return "raw"
+
+
+# ================================================================ failures
+
+def fail(message, code=EXIT_ERROR):
+    """Print ``xs: message`` on stderr and exit."""
+    try:
+        sys.stderr.write("xs: %s\n" % message)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    sys.exit(code)
+
+
+def open_store(g, readonly=False, create=True):
+    """The store ``g`` names, or exit 1 with a message saying why not."""
+    from storage.store import Store, StoreError
+    try:
+        return Store(db_path(g), durable=g.durable, readonly=readonly, create=create)
+    except StoreError as e:
+        fail(str(e))
+
+
+def open_session(g, mode):
+    """A Session (storage + output mode) on the store ``g`` names, opened
+    now so that a bad store fails before any input is read."""
+    from xstream_cli.session import Session
+    s = Session(db_path(g), mode, g.durable)
+    s.store = open_store(g)
+    return s
+
+
+def write_out(data):
+    """Write to stdout, quietly ending on a closed pipe."""
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        quiet_exit()
+
+
+def quiet_exit(code=EXIT_OK):
+    """End now, without Python's complaint about a closed stdout."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os._exit(code)

@@ -1,0 +1,49 @@
+"""The two modes that need no click: one Redis command, and a script on
+stdin.  Used by the fast path (__main__) and by the click application
+alike, so both behave the same.
+"""
+import sys
+
+from xstream_cli import context
+from xstream_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+
+
+def run_one(g, argv):
+    """Single-command mode: the reply on stdout; an error on stderr, exit
+    status 1.  ``argv``: the command as bytes."""
+    from storage.errors import RedisError
+    from storage.txn import StoreFailure
+    mode = context.resolve_mode(g.mode)
+    s = context.open_session(g, mode)
+    try:
+        r = s.execute(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except StoreFailure as e:
+        context.fail(str(e))
+    if isinstance(r, RedisError):
+        if mode == "json":
+            out = s.render(r)
+        elif mode == "raw":
+            out = r.text.encode("utf-8", "surrogateescape") + b"\n"
+        else:
+            out = b"(error) " + r.text.encode("utf-8", "surrogateescape") + b"\n"
+        sys.stderr.buffer.write(out)
+        sys.stderr.buffer.flush()
+        return EXIT_ERROR
+    context.write_out(s.render(r))
+    return EXIT_OK
+
+
+def run_script(g):
+    """Script mode: one command per line on stdin."""
+    from storage.txn import StoreFailure
+    s = context.open_session(g, context.resolve_mode(g.mode))
+    try:
+        return s.run_script(0, sys.stdout.buffer)
+    except BrokenPipeError:
+        context.quiet_exit()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except StoreFailure as e:
+        context.fail(str(e))
