@@ -115,6 +115,17 @@ def name_from_key(key):
     return None
 
 
+def name_key_parts(k):
+    """(name, None) for a short name key, (None, sha256 digest) for a
+    hashed one (exports carry keys of names they cannot spell)."""
+    return (k[1:], None) if k[:1] == b"\x00" else (None, k[1:])
+
+
+def hashed_name_key(digest):
+    """The name key of a long name, from its SHA-256 digest."""
+    return b"\x01" + digest
+
+
 def valid_name_key(k):
     """Whether ``k`` is a well-formed name key (snapshot and import checks)."""
     return (k[:1] == b"\x00" and len(k) <= SHORT_NAME + 1) or (k[:1] == b"\x01" and len(k) == 33)
@@ -499,6 +510,28 @@ def idmp_count_key(prefix):
     return prefix + b"n"
 
 
+def idmp_auto_iid(fields):
+    """IDMPAUTO's IID: 16 bytes hashing the field/value pairs, independent
+    of their order (Redis: XXH3-128 per pair, summed and xored; xs uses
+    BLAKE2b, so the bytes differ from Redis's, the behaviour does not)."""
+    import hashlib
+    lo = hi = xlo = xhi = 0
+    mask = (1 << 64) - 1
+    for j in range(0, len(fields), 2):
+        f, v = fields[j], fields[j + 1]
+        h = hashlib.blake2b(f + len(f).to_bytes(8, "little") + v, digest_size=16).digest()
+        a = int.from_bytes(h[:8], "little")
+        b = int.from_bytes(h[8:], "little")
+        lo = (lo + a) & mask
+        hi = (hi + b) & mask
+        xlo ^= a
+        xhi ^= b
+
+    def rotl(x):
+        return ((x << 1) | (x >> 63)) & mask
+    return (lo ^ rotl(xhi)).to_bytes(8, "little") + (hi ^ rotl(xlo)).to_bytes(8, "little")
+
+
 def idmp_split_key(key):
     """(producer name key, kind, rest) of any IDMP key (kind b"i", b"o"
     or b"n")."""
@@ -510,10 +543,51 @@ def idmp_split_key(key):
 # ============================================================ snapshot file
 # The binary snapshot format (docs/snapshot-format.md): framed records.
 
-SNAP_FRAME = struct.Struct(">BI")          # record type, payload length
-SNAP_VERSION = struct.Struct(">H")
-SNAP_PENDING = struct.Struct(">QQqQ")      # ms, seq, delivery time, delivery count
-SNAP_NACKED = struct.Struct(">QQQ")        # ms, seq, delivery count
+_SNAP_FRAME = struct.Struct(">BI")         # record type, payload length
+_SNAP_VERSION = struct.Struct(">H")
+_SNAP_PENDING = struct.Struct(">QQqQ")     # ms, seq, delivery time, delivery count
+_SNAP_NACKED = struct.Struct(">QQQ")       # ms, seq, delivery count
+SNAP_FRAME_SIZE = _SNAP_FRAME.size
+SNAP_VERSION_SIZE = _SNAP_VERSION.size
+SNAP_PENDING_SIZE = _SNAP_PENDING.size
+SNAP_NACKED_SIZE = _SNAP_NACKED.size
+
+
+def snap_frame(t, n):
+    return _SNAP_FRAME.pack(t, n)
+
+
+def snap_split_frame(b):
+    """-> (record type, payload length)"""
+    return _SNAP_FRAME.unpack(b)
+
+
+def snap_version(v):
+    return _SNAP_VERSION.pack(v)
+
+
+def snap_split_version(b):
+    return _SNAP_VERSION.unpack(b)[0]
+
+
+def snap_pending(i, t, count):
+    """PENDING payload (the time is signed in the file: at most 2^63-1)."""
+    return _SNAP_PENDING.pack(i[0], i[1], t, count)
+
+
+def snap_split_pending(b):
+    """-> ((ms, seq), delivery time, count)"""
+    ms, seq, t, n = _SNAP_PENDING.unpack(b)
+    return (ms, seq), t, n
+
+
+def snap_nacked(i, count):
+    return _SNAP_NACKED.pack(i[0], i[1], count)
+
+
+def snap_split_nacked(b):
+    ms, seq, n = _SNAP_NACKED.unpack(b)
+    return (ms, seq), n
 
 
 def snap_entry(i, fields_blob):

@@ -77,9 +77,8 @@ def _snippet(v):
 
 def _key_enc(k):
     """A name key (0x00 + name, or 0x01 + sha256 of a long name)."""
-    if k[:1] == b"\x00":
-        return enc(k[1:])
-    return {"sha256": k[1:].hex()}
+    name, digest = codec.name_key_parts(k)
+    return enc(name) if digest is None else {"sha256": digest.hex()}
 
 
 def _key_dec(v, what):
@@ -90,7 +89,7 @@ def _key_dec(v, what):
             h = b""
         if len(h) != 32:
             raise ExchangeError("bad %s: %s" % (what, _snippet(v)))
-        return b"\x01" + h
+        return codec.hashed_name_key(h)
     return codec.name_key(dec(v, what))
 
 

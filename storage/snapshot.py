@@ -66,10 +66,6 @@ FOLLOWS = {
     NACKED: {GROUP, CONSUMER, PENDING, NACKED},
 }
 
-_FRAME = codec.SNAP_FRAME
-_VER = codec.SNAP_VERSION
-_PEND = codec.SNAP_PENDING           # ms, seq, delivery time, delivery count
-_NACK = codec.SNAP_NACKED            # ms, seq, delivery count
 I64 = (1 << 63) - 1
 
 
@@ -99,7 +95,7 @@ class _Writer:
             raise SnapshotError("a %s record of %d bytes is over the %d-byte limit"
                                 % (NAMES[t], len(payload), MAX_RECORD))
         buf = self.buf
-        buf += _FRAME.pack(t, len(payload))
+        buf += codec.snap_frame(t, len(payload))
         buf += payload
         if len(buf) >= CHUNK:
             self.flush()
@@ -142,7 +138,7 @@ def save(store, f, streams=None, progress=None):
                     raise SnapshotError("no such stream: %s" % name.decode("utf-8", "replace"))
         total = sum(tx.length(n) for n in names)
         w = _Writer(f, None if progress is None else (lambda ph, d, _t: progress(ph, d, total)))
-        w.raw(MAGIC + _VER.pack(VERSION))
+        w.raw(MAGIC + codec.snap_version(VERSION))
         w.rec(HEADER, _pack_map({"created-ms": int(time.time() * 1000), "writer": "xs",
                                  "entries": total}))
         for name in names:
@@ -191,10 +187,10 @@ def _save_stream(tx, w, name):
                 rec(CONSUMER, pack({"name": r[1], "seen-time": r[2], "active-time": r[3]}))
             elif kind == "pending":
                 _, i, tm, cnt = r
-                rec(PENDING, _PEND.pack(i[0], i[1], tm, cnt))
+                rec(PENDING, codec.snap_pending(i, tm, cnt))
             elif kind == "nacked":
                 _, i, cnt = r
-                rec(NACKED, _NACK.pack(i[0], i[1], cnt))
+                rec(NACKED, codec.snap_nacked(i, cnt))
     except CorruptStore as e:
         raise SnapshotError(str(e))
 
@@ -359,7 +355,7 @@ def records(f, progress=None, total=None):
         raise _bad("the file is too short to be a snapshot")
     if head != MAGIC:
         raise _bad("wrong magic (this is not an xs snapshot)")
-    ver = _VER.unpack(r.take(2))[0]
+    ver = codec.snap_split_version(r.take(codec.SNAP_VERSION_SIZE))
     if ver != VERSION:
         raise SnapshotError("snapshot format version %d is not supported (this xs reads version %d)"
                             % (ver, VERSION))
@@ -374,7 +370,7 @@ def records(f, progress=None, total=None):
     last_pend = MIN_ID
     while True:
         at = r.tell()
-        t, n = _FRAME.unpack(r.take(_FRAME.size))
+        t, n = codec.snap_split_frame(r.take(codec.SNAP_FRAME_SIZE))
         if t not in FOLLOWS:
             raise _bad("unknown record type 0x%02x at byte %d", t, at)
         if prev not in FOLLOWS[t]:
@@ -469,9 +465,9 @@ def records(f, progress=None, total=None):
             last_pend = MIN_ID
             value = (name, _int(d, "seen-time", t, -I64, I64), _int(d, "active-time", t, -1, I64))
         elif t == PENDING:
-            if n != _PEND.size:
+            if n != codec.SNAP_PENDING_SIZE:
                 raise _bad("bad PENDING record at byte %d", at)
-            ms, seq, tm, cnt = _PEND.unpack(payload)
+            (ms, seq), tm, cnt = codec.snap_split_pending(payload)
             if (ms, seq) <= last_pend and last_pend != MIN_ID or (ms, seq) == MIN_ID:
                 raise _bad("PENDING records out of order at byte %d", at)
             if tm < 0 or cnt > I64:
@@ -479,9 +475,9 @@ def records(f, progress=None, total=None):
             last_pend = (ms, seq)
             value = ((ms, seq), tm, cnt)
         else:  # NACKED
-            if n != _NACK.size:
+            if n != codec.SNAP_NACKED_SIZE:
                 raise _bad("bad NACKED record at byte %d", at)
-            ms, seq, cnt = _NACK.unpack(payload)
+            (ms, seq), cnt = codec.snap_split_nacked(payload)
             if (ms, seq) == MIN_ID or cnt > I64:
                 raise _bad("bad NACKED record at byte %d", at)
             value = ((ms, seq), cnt)

@@ -32,7 +32,7 @@ def add(p, name, fields, o):
         return None
     iid = None
     if o.idmp_pid is not None:
-        iid = o.idmp_iid if o.idmp_iid is not None else idmp_auto_iid(fields)
+        iid = o.idmp_iid if o.idmp_iid is not None else codec.idmp_auto_iid(fields)
         if m is not None:
             dup = p.idmp.find(m, o.idmp_pid, iid, p.now)
             if dup is not None:
@@ -118,27 +118,6 @@ def next_id(last, req, seq_given, now):
     if new <= last:
         raise errors.xadd_id_too_small()
     return new
-
-
-def idmp_auto_iid(fields):
-    """IDMPAUTO's IID: a hash of the field/value pairs that does not
-    depend on their order (Redis: XXH3-128 per pair, summed and xored)."""
-    import hashlib
-    lo = hi = xlo = xhi = 0
-    mask = (1 << 64) - 1
-    for j in range(0, len(fields), 2):
-        f, v = fields[j], fields[j + 1]
-        h = hashlib.blake2b(f + len(f).to_bytes(8, "little") + v, digest_size=16).digest()
-        a = int.from_bytes(h[:8], "little")
-        b = int.from_bytes(h[8:], "little")
-        lo = (lo + a) & mask
-        hi = (hi + b) & mask
-        xlo ^= a
-        xhi ^= b
-
-    def rotl(x):
-        return ((x << 1) | (x >> 63)) & mask
-    return (lo ^ rotl(xhi)).to_bytes(8, "little") + (hi ^ rotl(xlo)).to_bytes(8, "little")
 
 
 # ========================================================== XRANGE, XLEN

@@ -29,7 +29,7 @@ import time
 
 import lmdb
 
-from storage import delivery, dump, groups, keyspace, load, streams
+from storage import delivery, groups, keyspace, streams
 from storage.parts import Parts
 
 if False:  # typing only (not imported at run time)
@@ -307,11 +307,13 @@ class Txn:
     def dump(self, name: bytes) -> Iterator[tuple]:
         """Everything stream ``name`` holds, as storage.dump records
         (consume within the transaction)."""
-        return self._read(dump.stream_records, name)
+        from storage.dump import stream_records
+        return self._read(stream_records, name)
 
     def load(self, records: Iterable[tuple], replace: bool = False) -> Stats:
         """Put saved state back (storage.load): all or nothing."""
-        return self._write(load.load, records, replace)
+        from storage.load import load
+        return self._write(load, records, replace)
 
 
 def _last_generated_id(p, name):

@@ -136,11 +136,17 @@ def fail(message, code=EXIT_ERROR):
     sys.exit(code)
 
 
+def store_at(path, durable=True, readonly=False, create=True):
+    """Open the store at ``path`` (raises storage.store.StoreError)."""
+    from storage.store import Store
+    return Store(path, durable=durable, readonly=readonly, create=create)
+
+
 def open_store(g, readonly=False, create=True):
     """The store ``g`` names, or exit 1 with a message saying why not."""
-    from storage.store import Store, StoreError
+    from storage.store import StoreError
     try:
-        return Store(db_path(g), durable=g.durable, readonly=readonly, create=create)
+        return store_at(db_path(g), g.durable, readonly, create)
     except StoreError as e:
         fail(str(e))
 

@@ -77,8 +77,8 @@ class Session:
     @property
     def store(self):
         if self._store is None:
-            from storage.store import Store
-            self._store = Store(self.db, durable=self.durable)
+            from xstream_cli.context import store_at
+            self._store = store_at(self.db, self.durable)
         return self._store
 
     @store.setter

@@ -20,8 +20,7 @@ MAX_NAMES = 10000       # a completion menu longer than this helps nobody
 
 def _names(g, what, arg):
     """The names to print (bytes), or [] on any problem."""
-    from storage.store import Store
-    store = Store(context.db_path(g), readonly=True, create=False)
+    store = context.store_at(context.db_path(g), readonly=True, create=False)
     try:
         with store.read() as tx:
             if what == "keys":

@@ -1,0 +1,169 @@
+"""The house rules, checked: one codec owns every layout, parsers never
+touch the store, storage/ stays free of click and rich, no engine class
+grows past about 400 lines, the one-shot path stays lean, and the
+command line has one context (and no import cycle)."""
+import ast
+import glob
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _sources(*dirs):
+    for d in dirs:
+        for p in sorted(glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True)):
+            yield os.path.relpath(p, ROOT), open(p, encoding="utf-8").read()
+
+
+def _all_commands():
+    out = list(COMMANDS.values())
+    for subs in SUBCOMMANDS.values():
+        out += list(subs.values())
+    return out
+
+
+# =============================================================== the codec
+
+# the inotify(7) event buffer is the kernel's layout, not the store's
+LAYOUT_EXEMPT = {"storage/codec.py", "storage/blocking.py"}
+PACKING_CALLS = {"pack", "unpack", "unpack_from", "pack_into", "from_bytes", "to_bytes"}
+
+
+def test_key_and_value_packing_appears_only_in_the_codec():
+    found = []
+    for path, src in _sources("storage", "xstream_cli"):
+        if path in LAYOUT_EXEMPT:
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if "struct" in names:
+                    found.append("%s:%d imports struct" % (path, node.lineno))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in PACKING_CALLS:
+                found.append("%s:%d calls .%s()" % (path, node.lineno, node.func.attr))
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "codec" and node.attr in ("U64", "ID"):
+                found.append("%s:%d uses codec.%s directly" % (path, node.lineno, node.attr))
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("k", "key", "payload", "raw"):
+                bounds = [b for b in (node.slice.lower, node.slice.upper) if b is not None]
+                if any(isinstance(b, ast.Constant) and isinstance(b.value, int) and b.value >= 8 for b in bounds):
+                    found.append("%s:%d slices a key at a byte offset" % (path, node.lineno))
+    assert not found, "layouts belong to storage/codec.py:\n" + "\n".join(found)
+
+
+def test_the_codec_test_would_notice_packing_elsewhere(tmp_path):
+    """The check above is not vacuous: this source would fail it."""
+    tree = ast.parse("import struct\nx = U.pack(1)\ny = k[8:16]\n")
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr in PACKING_CALLS]
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import)]
+    assert calls and imports
+
+
+def test_storage_imports_neither_click_nor_rich():
+    for path, src in _sources("storage"):
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for m in mods:
+                    assert m.split(".")[0] not in ("click", "rich", "xstream_cli"), (path, m)
+
+
+# ================================================================ parsers
+
+@pytest.mark.parametrize("cmd", _all_commands(), ids=lambda c: c.name)
+def test_a_parser_takes_only_its_arguments(cmd):
+    """A parser sees argv, never a transaction: it cannot touch the store."""
+    assert list(inspect.signature(cmd.parse).parameters) == ["argv"], cmd.name
+    assert cmd.grammar.upper().startswith(cmd.name.upper().replace("|", " ")), cmd.grammar
+
+
+def test_command_modules_name_no_transaction_inside_parsers():
+    for path, src in _sources("xstream_cli/commands"):
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("parse"):
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                assert "tx" not in names and "store" not in names, (path, node.name)
+
+
+def test_blocking_is_not_a_command_concept():
+    for path, src in _sources("xstream_cli/commands"):
+        assert "Blocked" not in src and "Waiter" not in src and "time.sleep" not in src, path
+
+
+# ================================================================= engine
+
+def test_no_engine_class_is_longer_than_about_400_lines():
+    long = []
+    for path, src in _sources("storage"):
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 420:
+                long.append("%s: class %s is %d lines" % (path, node.name, node.end_lineno - node.lineno + 1))
+    assert not long, long
+
+
+def test_txn_verbs_have_type_hints_and_docstrings():
+    from storage.txn import Txn
+    for name, fn in vars(Txn).items():
+        if name.startswith("_") or not callable(fn) or isinstance(fn, staticmethod) or name == "check_committable":
+            continue
+        assert fn.__doc__, name
+        assert fn.__annotations__.get("return") is not None, name
+
+
+# ============================================================ command line
+
+def _modules_after(code):
+    code += "\nimport sys\nsys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and "MODULES " in out.stderr, out.stderr
+    return set(out.stderr.split("MODULES ", 1)[1].split())
+
+
+def test_app_does_not_import_main():
+    mods = _modules_after("import xstream_cli.app")
+    assert "xstream_cli.__main__" not in mods
+
+
+def test_one_shot_path_imports_nothing_it_does_not_need(tmp_path):
+    db = str(tmp_path / "db")
+    mods = _modules_after("from xstream_cli.__main__ import main\n"
+                          "main(['--db', %r, '--no-sync', 'XADD', 's', '*', 'a', '1'])" % db)
+    for heavy in ("click", "rich", "dataclasses", "inspect", "xstream_cli.app", "storage.snapshot",
+                  "storage.load", "storage.migrate", "prompt_toolkit"):
+        assert heavy not in mods, heavy
+
+
+def test_only_the_context_opens_stores_and_reads_global_environment():
+    for path, src in _sources("xstream_cli"):
+        if path == "xstream_cli/context.py":
+            continue
+        assert "Store(" not in src, path
+        for var in ("XS_NO_SYNC", "XS_DB", "XDG_DATA_HOME"):
+            assert var not in src, (path, var)
+
+
+@pytest.mark.parametrize("value,durable", [("1", False), ("true", False), ("TRUE", False), ("yes", False),
+                                           ("on", False), ("0", True), ("false", True), ("", True)])
+def test_xs_no_sync_reads_the_same_on_the_fast_path_and_in_click(value, durable, monkeypatch):
+    from xstream_cli import context
+    monkeypatch.setenv("XS_NO_SYNC", value)
+    g = context.from_environment(context.Globals())
+    assert g.durable is durable
+
+
+def test_a_bad_xs_no_sync_is_a_usage_error_on_every_path(tmp_path):
+    env = dict(os.environ, XS_NO_SYNC="maybe")
+    for args in (["XLEN", "s"], ["tail", "s"]):
+        p = subprocess.run([sys.executable, "-m", "xstream_cli", "--db", str(tmp_path / "db")] + args,
+                           capture_output=True, env=env, timeout=60, cwd=ROOT)
+        assert p.returncode == 2 and b"XS_NO_SYNC" in p.stderr and b"Traceback" not in p.stderr, args

@@ -1,0 +1,163 @@
+"""The store format can evolve: a store written by an older xs is
+upgraded once, on open, under the write lock, and reads back exactly as
+before; a newer one is refused with a clear message.
+
+tests/fixtures/format1.data.mdb.gz was written by the xs of commit
+d86fcd4 (format 1) with tests/fixtures/make_format1.py, which also
+recorded what that xs answered about it (format1.expected.json).
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from storage import codec
+from tests.conftest import ROOT, run_xs
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+EXPECTED = json.load(open(os.path.join(FIXTURES, "format1.expected.json")))
+XS = [sys.executable, "-m", "xstream_cli"]
+
+
+def format1_store(tmp_path):
+    """A fresh copy of the format-1 fixture store."""
+    d = tmp_path / "format1"
+    d.mkdir()
+    with open(os.path.join(FIXTURES, "format1.data.mdb.gz"), "rb") as f:
+        (d / "data.mdb").write_bytes(gzip.decompress(f.read()))
+    return d
+
+
+def stored_format(db):
+    import lmdb
+    env = lmdb.open(str(db), max_dbs=len(codec.DATABASES) + 2, readonly=True, lock=False)
+    try:
+        meta = env.open_db(b"meta", create=False)
+        with env.begin() as t:
+            return int(t.get(codec.META_FORMAT, db=meta))
+    finally:
+        env.close()
+
+
+def replies(db, lines):
+    p = run_xs(db, lines)
+    return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines()]
+
+
+def same(cmd, got, want):
+    """Equal, but for what a newer xs may add or what depends on the
+    clock: the idle column of XPENDING's extended form, and XINFO
+    STREAM's IDMP fields (Redis 8.6 shows them for every stream)."""
+    if cmd.startswith("XPENDING") and len(cmd.split()) > 3:
+        return [r[:2] + r[3:] for r in got] == [r[:2] + r[3:] for r in want]
+    if cmd.startswith("XINFO STREAM") and isinstance(got, dict) and isinstance(want, dict):
+        extra = set(got) - set(want)
+        return all(got.get(k) == v for k, v in want.items()) and \
+            all(k.startswith(("idmp-", "pids-", "iids-")) for k in extra)
+    return got == want
+
+
+def test_a_format_1_store_opens_upgraded_and_reads_back_identically(tmp_path):
+    db = format1_store(tmp_path)
+    assert stored_format(db) == 1
+    got = replies(db, EXPECTED["script"])
+    assert stored_format(db) == codec.FORMAT_VERSION
+    assert len(got) == len(EXPECTED["replies"])
+    for cmd, g, w in zip(EXPECTED["script"], got, EXPECTED["replies"]):
+        assert same(cmd, g, w), (cmd, g, w)
+
+
+def test_an_upgraded_store_takes_writes(tmp_path):
+    db = format1_store(tmp_path)
+    r = replies(db, ["XADD plain * new 1", "XLEN plain",
+                     "XREADGROUP GROUP workers w4 COUNT 10 STREAMS jobs >",
+                     "XACK jobs workers 6-0 2-0",
+                     "XCLAIM jobs workers w4 0 5-0 JUSTID",
+                     "XPENDING jobs workers - + 10",
+                     "XGROUP CREATECONSUMER jobs workers w9",
+                     "XGROUP DELCONSUMER jobs workers w1",
+                     "XINFO CONSUMERS jobs workers",
+                     "XDEL jobs 1-0", "XADD jobs MAXLEN 2 * job g", "XLEN jobs"])
+    assert isinstance(r[0], str) and r[1] == 6
+    assert r[2] == {"jobs": [["6-0", ["job", "f"]]]}
+    assert r[3] == 2
+    assert r[4] == ["5-0"]
+    assert [(row[0], row[1]) for row in r[5]] == [("3-0", ""), ("4-0", ""), ("5-0", "w4")]
+    assert r[6] == 1 and r[7] == 0
+    assert [c["name"] for c in r[8]] == ["idle-one", "w2", "w3", "w4", "w9"]
+    assert r[9] == 1 and r[11] == 2
+
+
+def test_idmp_history_survives_the_upgrade(tmp_path, monkeypatch):
+    """A duplicate is still recognised (with the clock of the fixture)."""
+    from storage.store import Store
+    from storage.txn import Txn
+    from tests._helpers import cmd
+    db = format1_store(tmp_path)
+    setup = dict(zip(EXPECTED["setup"], EXPECTED["setup-replies"]))
+    monkeypatch.setattr(Txn, "now", staticmethod(lambda: EXPECTED["made-ms"] + 1000))
+    store = Store(str(db))
+    try:
+        assert cmd(store, "XADD", "idem", "IDMP", "p1", "i3", "*", "n", "again") == \
+            setup["XADD idem IDMP p1 i3 * n 3"]
+        assert cmd(store, "XADD", "idem", "IDMPAUTO", "p2", "*", "b", "2", "a", "1") == \
+            setup["XADD idem IDMPAUTO p2 * a 1 b 2"]
+        big = [c for c in EXPECTED["setup"] if c.startswith("XADD idem IDMP p3")][0]
+        assert cmd(store, *big.replace("n big", "n other").split()) == setup[big]
+        info = cmd(store, "XINFO", "STREAM", "idem")
+        assert info["iids-duplicates"] == 5 and info["length"] == 7
+    finally:
+        store.close()
+
+
+def test_a_newer_store_is_refused_with_a_clear_message(tmp_path):
+    from storage.store import Store, StoreError
+    db = tmp_path / "db"
+    Store(str(db)).close()
+    import lmdb
+    env = lmdb.open(str(db), max_dbs=len(codec.DATABASES) + 2)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as t:
+        t.put(codec.META_FORMAT, b"%d" % (codec.FORMAT_VERSION + 1), db=meta)
+    env.close()
+    with pytest.raises(StoreError, match="has format %d; this xs reads format %d or older"
+                       % (codec.FORMAT_VERSION + 1, codec.FORMAT_VERSION)):
+        Store(str(db))
+    p = subprocess.run(XS + ["--db", str(db), "XLEN", "s"], capture_output=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 1 and b"upgrade xs" in p.stderr and b"Traceback" not in p.stderr
+
+
+def test_a_failed_upgrade_leaves_the_old_store_as_it_was(tmp_path, monkeypatch):
+    from storage import migrate
+    from storage.store import Store
+    db = format1_store(tmp_path)
+
+    def broken(kv):
+        migrate._v1_to_v2(kv)            # all the work, then a failure
+        raise RuntimeError("disk on fire")
+    monkeypatch.setitem(migrate.STEPS, 1, broken)
+    with pytest.raises(RuntimeError):
+        Store(str(db))
+    assert stored_format(db) == 1
+    monkeypatch.undo()
+    # the next open upgrades it, and it answers as before
+    for cmd, g, w in zip(EXPECTED["script"], replies(db, EXPECTED["script"]), EXPECTED["replies"]):
+        assert same(cmd, g, w), cmd
+    assert stored_format(db) == codec.FORMAT_VERSION
+
+
+def test_an_old_store_opened_read_only_asks_for_write_access(tmp_path):
+    from storage.store import Store, StoreError
+    db = format1_store(tmp_path)
+    with pytest.raises(StoreError, match="open it once with write access"):
+        Store(str(db), readonly=True)
+    assert stored_format(db) == 1
+
+
+def test_a_new_store_is_written_in_the_current_format(tmp_path):
+    from storage.store import Store
+    Store(str(tmp_path / "db")).close()
+    assert stored_format(tmp_path / "db") == codec.FORMAT_VERSION
