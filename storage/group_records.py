@@ -36,17 +36,20 @@ class GroupTable:
 
     # ================================================================ groups
 
+    def _load(self, cache, raws, k, db, key, decode):
+        """A record through the verb's cache: decoded once, its stored
+        bytes kept for the write-back comparison."""
+        rec = cache.get(k, _ABSENT)
+        if rec is _ABSENT:
+            raw = self._kv.get(db, key)
+            rec = cache[k] = decode(raw) if raw is not None else None
+            raws[k] = raw
+        return rec
+
     def get(self, m, name):
         """Group ``name`` of stream ``m``, or None."""
-        k = (m.sid, name)
-        g = self._groups.get(k, _ABSENT)
-        if g is not _ABSENT:
-            return g
-        raw = self._kv.get(self._gdb, codec.group_key(m.sid, name))
-        g = codec.GroupMeta.decode(raw, m.sid) if raw is not None else None
-        self._groups[k] = g
-        self._graw[k] = raw
-        return g
+        return self._load(self._groups, self._graw, (m.sid, name), self._gdb, codec.group_key(m.sid, name),
+                          lambda raw: codec.GroupMeta.decode(raw, m.sid))
 
     def list(self, m):
         """Every group of stream ``m``, in name order."""
@@ -89,14 +92,8 @@ class GroupTable:
 
     def consumer(self, g, name):
         """Consumer ``name`` of group ``g``, or None."""
-        k = (g.gid, name)
-        c = self._cons.get(k, _ABSENT)
-        if c is not _ABSENT:
-            return c
-        raw = self._kv.get(self._cdb, codec.consumer_key(g.gid, name))
-        c = codec.ConsumerMeta.decode(raw) if raw is not None else None
-        self._cons[k] = c
-        self._craw[k] = raw
+        c = self._load(self._cons, self._craw, (g.gid, name), self._cdb, codec.consumer_key(g.gid, name),
+                       codec.ConsumerMeta.decode)
         if c is not None:
             self._names[(g.gid, c.cid)] = name
         return c

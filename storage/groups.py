@@ -144,18 +144,10 @@ def ack_delete(p, name, group, o):
         return [-1] * o.given
     raise_deferred(o)
     groups = p.refs.groups_for(m, o.policy)
-    out = []
-    for i in o.ids:
-        if not p.pel.discard(g, i):
-            out.append(-1)
-            continue
-        r = p.refs.delete(m, groups, i, o.policy)
-        if r == KEPT:
-            out.append(2)
-            continue
-        if r == 1 and i > m.max_deleted:
-            m.max_deleted = i
-        out.append(1)
+    # acked (or not pending: -1), then deleted under the policy: 2 if
+    # kept, else 1 -- also when the entry was already gone
+    out = [-1 if not p.pel.discard(g, i) else (2 if p.refs.delete_noted(m, groups, i, o.policy) == KEPT else 1)
+           for i in o.ids]
     p.streams.touch(name)
     return out
 

@@ -131,17 +131,7 @@ class KV:
 
     def delete_prefix(self, db, prefix):
         """Delete every key starting with ``prefix``; returns the count."""
-        c = self.cursor(db)
-        n = 0
-        if not c.set_range(prefix):
-            return 0
-        ln = len(prefix)
-        while True:
-            k = c.key()
-            if not k or k[:ln] != prefix:
-                return n
-            c.delete()
-            n += 1
+        return self.delete_below(db, prefix, None)
 
     def delete_first(self, db, prefix, count):
         """Delete the first ``count`` keys starting with ``prefix`` (the
@@ -154,8 +144,8 @@ class KV:
         return count
 
     def delete_below(self, db, prefix, bound):
-        """Delete keys starting with ``prefix`` that are below ``bound``;
-        returns the count."""
+        """Delete keys starting with ``prefix`` that are below ``bound``
+        (None: all of them); returns the count."""
         c = self.cursor(db)
         n = 0
         if not c.set_range(prefix):
@@ -163,7 +153,7 @@ class KV:
         ln = len(prefix)
         while True:
             k = c.key()
-            if not k or k[:ln] != prefix or k >= bound:
+            if not k or k[:ln] != prefix or (bound is not None and k >= bound):
                 return n
             c.delete()
             n += 1

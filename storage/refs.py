@@ -58,3 +58,11 @@ class References:
         if policy == DELREF:
             self.release(groups, i)
         return DELETED if self._log.delete(m, i) else MISSING
+
+    def delete_noted(self, m, groups, i, policy):
+        """``delete``, and a deleted ID counts for max-deleted-entry-id
+        (XDELEX, XACKDEL; trimming does not count)."""
+        r = self.delete(m, groups, i, policy)
+        if r == DELETED and i > m.max_deleted:
+            m.max_deleted = i
+        return r

@@ -13,7 +13,6 @@ from storage.groups import group_details
 from storage.ids import MAX_ID, MIN_ID, U64, incr
 from storage.info import IdmpInfo, StreamInfo
 from storage.options import raise_deferred
-from storage.refs import DELETED
 from storage.trim import NODE_ENTRIES, trim as _trim
 
 # =================================================================== XADD
@@ -166,13 +165,7 @@ def delete_entries_ex(p, name, o):
         return [-1] * o.given
     raise_deferred(o)
     groups = p.refs.groups_for(m, o.policy)
-    out = []
-    for i in o.ids:
-        r = p.refs.delete(m, groups, i, o.policy)
-        if r == DELETED and i > m.max_deleted:
-            m.max_deleted = i
-        out.append(r)
-    return out
+    return [p.refs.delete_noted(m, groups, i, o.policy) for i in o.ids]
 
 
 # ================================================================ XTRIM

@@ -257,31 +257,29 @@ def xsetid(tx, key, opts):
 
 # ================================================================ XCFGSET
 
+XCFGSET_OPTIONS = {b"IDMP-DURATION": (1, 86400, errors.idmp_duration_range),
+                   b"IDMP-MAXSIZE": (1, 10000, errors.idmp_maxsize_range)}
+
+
 def parse_xcfgset(argv):
     """XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE count]"""
-    duration = maxsize = None
+    given = {}
     with deferring() as d:     # Redis looks the key up first
         i, n = 2, len(argv)
         while i < n:
             u = argv[i].upper()
-            if u == b"IDMP-DURATION" and i + 1 < n:
-                if duration is not None:
-                    raise errors.xcfgset_twice("IDMP-DURATION")
-                duration = ll(argv[i + 1])
-                if not 1 <= duration <= 86400:
-                    raise errors.idmp_duration_range()
-            elif u == b"IDMP-MAXSIZE" and i + 1 < n:
-                if maxsize is not None:
-                    raise errors.xcfgset_twice("IDMP-MAXSIZE")
-                maxsize = ll(argv[i + 1])
-                if not 1 <= maxsize <= 10000:
-                    raise errors.idmp_maxsize_range()
-            else:
+            if u not in XCFGSET_OPTIONS or i + 1 >= n:
                 raise errors.syntax()
+            if u in given:
+                raise errors.xcfgset_twice(u.decode())
+            lo, hi, out_of_range = XCFGSET_OPTIONS[u]
+            given[u] = ll(argv[i + 1])
+            if not lo <= given[u] <= hi:
+                raise out_of_range()
             i += 2
-        if duration is None and maxsize is None:
+        if not given:
             raise errors.xcfgset_no_option()
-    return argv[1], IdmpConfigOptions(duration, maxsize, d.error)
+    return argv[1], IdmpConfigOptions(given.get(b"IDMP-DURATION"), given.get(b"IDMP-MAXSIZE"), d.error)
 
 
 def xcfgset(tx, key, opts):
