@@ -165,6 +165,12 @@ def id_from_entry_key(key):
     return ID.unpack_from(key, 8)
 
 
+def ids_and_values(pairs):
+    """(entry key, stored value) pairs -> (ID, stored value) pairs."""
+    unpack = ID.unpack_from
+    return ((unpack(k, 8), v) for k, v in pairs)
+
+
 def sid_prefix(sid):
     return U64.pack(sid)
 
@@ -461,6 +467,18 @@ pack_key4 = _KEY4.pack                # (gid, cid|time, ms, seq) -> cpel / ptime
 unpack_key4 = _KEY4.unpack
 
 
+def ptimes_from_keys(keys):
+    """Time-index keys -> (delivery time, (ms, seq)) pairs."""
+    unpack = _KEY4.unpack
+    return ((t, (ms, seq)) for _, t, ms, seq in map(unpack, keys))
+
+
+def pel_items(pairs):
+    """(pel key, record) pairs -> ((ms, seq), (cid, time key, count))."""
+    unpack_id, unpack_rec = ID.unpack_from, _PENDING.unpack
+    return ((unpack_id(k, 8), unpack_rec(v)) for k, v in pairs)
+
+
 # ======================================================== idempotency (IDMP)
 #
 # Per producer P = sid + 2-byte length + name key of the producer id:
@@ -590,9 +608,15 @@ def snap_split_nacked(b):
     return (ms, seq), n
 
 
-def snap_entry(i, fields_blob):
-    """ENTRY payload: the ID, then the fields as a msgpack array."""
-    return ID.pack(i[0], i[1]) + fields_blob
+def snap_entry_from_stored(i, value):
+    """ENTRY payload of entry ``i`` from its stored value: the ID, then
+    the fields as a msgpack array."""
+    if value[:1] != b"\x00":
+        fields = value.split(b"\n")
+        del fields[0]
+    else:
+        fields = msgpack.unpackb(value[1:], raw=False)[1]
+    return ID.pack(i[0], i[1]) + packb(fields)
 
 
 def snap_split_entry(payload):

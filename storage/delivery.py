@@ -96,10 +96,11 @@ def _claim_idle(p, m, g, c, min_idle, count, budget):
     now = p.now
     cutoff = now - min_idle
     cand = []
+    stored = p.log.getter(m)
     for t, i in p.pel.by_time(g):
         if t > cutoff:
             break
-        v = p.log.get(m, i)
+        v = stored(i)
         if v is None:
             continue
         cand.append((i, v))
@@ -109,8 +110,9 @@ def _claim_idle(p, m, g, c, min_idle, count, budget):
     rows = budget.fit([(i, entry_fields(v)) for i, v in cand])
     out = []
     moves = []
+    record = p.pel.record_of(g)
     for i, fields in rows:
-        old = p.pel.get(g, i)
+        old = record(i)
         idle = now - old[1] if old[0] else now
         moves.append((i, old))
         out.append([fmt(i), fields, idle if idle > 0 else 0, old[2]])
@@ -191,12 +193,13 @@ def autoclaim(p, name, group, consumer, o):
     claimed, deleted = [], []
     c = None
     nxt = MIN_ID
+    stored = p.log.getter(m)
     for i, rec in p.pel.items(g, o.start, MAX_ID):
         if not attempts or not count:
             nxt = i
             break
         attempts -= 1
-        if not p.log.exists(m, i):
+        if stored(i) is None:
             p.pel.remove(g, i, rec)
             deleted.append(fmt(i))
             count -= 1

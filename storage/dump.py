@@ -18,8 +18,12 @@ Records, per stream, in this order:
   ("pending", id, delivery time, count)         its pending entries
   ("nacked", id, count)                       and the NACKed ones, in NACK order
 """
+from itertools import islice
+
 from storage import errors
 from storage.ids import MAX_ID, MIN_ID
+
+ENTRY_BATCH = 1000
 
 
 def stream_meta(m):
@@ -33,16 +37,28 @@ class CorruptStore(Exception):
     """The store contradicts itself (a record's count versus its data)."""
 
 
-def stream_records(p, name):
-    """The records of stream ``name`` (see the module docstring)."""
+def stream_records(p, name, batched=False):
+    """The records of stream ``name`` (see the module docstring);
+    ``batched``: the entries as ("entries", [(id, stored value), ...])
+    records of up to ENTRY_BATCH each (bulk writers: one record per
+    thousand entries)."""
     m = p.streams.get(name)
     if m is None:
         raise errors.no_such_key()
     yield "stream", stream_meta(m)
     n = 0
-    for i, v in p.log.stored(m):
-        yield "entry", i, v
-        n += 1
+    if batched:
+        stored = p.log.stored(m)
+        while True:
+            chunk = list(islice(stored, ENTRY_BATCH))
+            if not chunk:
+                break
+            n += len(chunk)
+            yield "entries", chunk
+    else:
+        for i, v in p.log.stored(m):
+            yield "entry", i, v
+            n += 1
     if n != m.length:
         raise CorruptStore("stream %s: its record says %d entries but %d are stored"
                            % (name.decode("utf-8", "backslashreplace"), m.length, n))
@@ -55,7 +71,5 @@ def stream_records(p, name):
             for i in p.pel.owned(g, c.cid, MIN_ID, MAX_ID):
                 _, t, cnt = p.pel.get(g, i)
                 yield "pending", i, t, cnt
-        for t, i in p.pel.by_time(g):
-            cid, _, cnt = p.pel.get(g, i)
-            if not cid:
-                yield "nacked", i, cnt
+        for i, cnt in p.pel.nacked(g):
+            yield "nacked", i, cnt

@@ -92,10 +92,13 @@ class GroupTable:
 
     def consumer(self, g, name):
         """Consumer ``name`` of group ``g``, or None."""
-        c = self._load(self._cons, self._craw, (g.gid, name), self._cdb, codec.consumer_key(g.gid, name),
-                       codec.ConsumerMeta.decode)
-        if c is not None:
-            self._names[(g.gid, c.cid)] = name
+        k = (g.gid, name)
+        c = self._cons.get(k, _ABSENT)
+        if c is _ABSENT:
+            c = self._load(self._cons, self._craw, k, self._cdb, codec.consumer_key(g.gid, name),
+                           codec.ConsumerMeta.decode)
+            if c is not None:
+                self._names[(g.gid, c.cid)] = name
         return c
 
     def create_consumer(self, g, name, now):

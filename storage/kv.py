@@ -6,6 +6,8 @@ through py-lmdb directly, so the prefix and range walks are written once
 (``iter_prefix``, ``iter_range``, ``delete_prefix``, ``last_key``).
 Keys and values are bytes produced by storage.codec.
 """
+from functools import partial
+
 from storage.codec import prefix_end
 
 
@@ -33,6 +35,14 @@ class KV:
 
     def get(self, db, key):
         return self.lt.get(key, db=db)
+
+    def getter(self, db):
+        """``get`` bound to ``db``, for hot loops: fn(key) -> value or None."""
+        return partial(self.lt.get, db=db)
+
+    def deleter(self, db):
+        """``delete`` bound to ``db``, for hot loops."""
+        return partial(self.lt.delete, db=db)
 
     def put(self, db, key, value):
         self.lt.put(key, value, db=db)

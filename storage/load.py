@@ -7,7 +7,8 @@ every value's type and range and every record against the store first:
 a file can hold anything, and what it holds must never become state the
 engine cannot live with (a counter that overflows on the next XADD, a
 delivery time the snapshot format cannot write back).  ``where`` says
-where a record came from ("line 12", "byte 4096"), for the error.
+where a record came from, for the error: a text ("line 12") or a
+``(unit, number)`` pair (``("byte", 4096)``), formatted only on error.
 
 Kinds and their fields:
 
@@ -62,6 +63,8 @@ class Stats:
 
 def _fail(where, msg, *args):
     text = msg % args if args else msg
+    if type(where) is tuple:          # (unit, number), formatted only here
+        where = "%s %d" % where
     raise LoadError("%s: %s" % (where, text) if where else text)
 
 
@@ -72,8 +75,8 @@ def _int(where, what, v, lo, hi):
 
 
 def _id(where, what, v):
-    if (type(v) not in (tuple, list) or len(v) != 2
-            or any(type(x) is not int or not 0 <= x <= U64 for x in v)):
+    if (type(v) not in (tuple, list) or len(v) != 2 or type(v[0]) is not int or type(v[1]) is not int
+            or not 0 <= v[0] <= U64 or not 0 <= v[1] <= U64):
         _fail(where, "%s must be a stream ID, not %s", what, _show(v))
     return (v[0], v[1])
 
@@ -91,10 +94,20 @@ def _name_key(where, what, v):
 
 
 def _fields(where, v):
-    if (type(v) not in (list, tuple) or not v or len(v) % 2
-            or any(type(x) is not bytes for x in v)):
+    if type(v) not in (list, tuple) or not v or len(v) % 2 or not all_bytes(v):
         _fail(where, "fields must be a non-empty list of field, value, ... byte strings")
     return list(v)
+
+
+def all_bytes(v):
+    """Every item a byte string (a join refuses anything else; the
+    records handed to a loader hold bytes or decoded text, never other
+    buffers).  Faster than a per-item type test on the bulk path."""
+    try:
+        b"".join(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _show(v):
@@ -118,6 +131,7 @@ class Loader:
         self._begun = set()       # streams a "begin" record started
         self._batch = []          # buffered (key, value) entries of _batch_m
         self._batch_m = None
+        self._batch_name = None
         self._names = set()
 
     def load(self, records):
@@ -163,7 +177,9 @@ class Loader:
         self._names.add(name)
 
     def _entry(self, where, name, i, fields):
-        m = self._stream_of(where, name, create=True)
+        m = self._batch_m
+        if m is None or name != self._batch_name:
+            m = self._stream_of(where, name, create=True)
         i = _id(where, "entry ID", i)
         fields = _fields(where, fields)
         if i == MIN_ID:
@@ -175,7 +191,7 @@ class Loader:
             _fail(where, "stream %s has added too many entries", _text(name))
         if self._batch_m is not m:
             self._flush_entries()
-            self._batch_m = m
+            self._batch_m, self._batch_name = m, name
         self._batch.append((codec.entry_key(m.sid, i), codec.encode_entry(fmt(i), fields)))
         m.last_id = i
         m.entries_added += 1

@@ -88,8 +88,7 @@ class EntryLog:
 
     def stored(self, m):
         """(ID, stored value) of every entry, ascending (snapshots)."""
-        for k, v in self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid)):
-            yield codec.id_from_entry_key(k), v
+        return codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid)))
 
     def get(self, m, i):
         """The stored value of entry ``i``, or None."""
@@ -102,6 +101,12 @@ class EntryLog:
 
     def exists(self, m, i):
         return self._kv.get(self._db, codec.entry_key(m.sid, i)) is not None
+
+    def getter(self, m):
+        """For hot loops: fn(ID) -> the stored value of that entry of
+        ``m``, or None."""
+        get, pack, sid = self._kv.getter(self._db), codec.pack_key3, m.sid
+        return lambda i: get(pack(sid, i[0], i[1]))
 
     # -------------------------------------------------------------- writes
 

@@ -50,8 +50,14 @@ class Pel:
 
     def items(self, g, start, end):
         """(ID, record) of pending entries with start <= ID <= end."""
-        for k, v in self._kv.iter_range(self._pel, codec.pel_key(g.gid, start), codec.pel_key(g.gid, end)):
-            yield codec.id_from_pel_key(k), codec.decode_pending(v)
+        return codec.pel_items(self._kv.iter_range(self._pel, codec.pel_key(g.gid, start),
+                                                   codec.pel_key(g.gid, end)))
+
+    def record_of(self, g):
+        """For hot loops: fn(ID) -> the record of a pending entry of
+        ``g`` (it must be pending)."""
+        get, pack, dec, gid = self._kv.getter(self._pel), codec.pack_key3, codec.decode_pending, g.gid
+        return lambda i: dec(get(pack(gid, i[0], i[1])))
 
     def first_last(self, g):
         """(first ID, last ID) of the PEL, or None if it is empty."""
@@ -75,8 +81,17 @@ class Pel:
     def by_time(self, g):
         """(time key, ID) of every pending entry, oldest delivery first
         (NACKed entries, unowned, come before every delivered one)."""
-        for k in self._kv.iter_prefix(self._ptime, codec.gid_prefix(g.gid), values=False):
-            yield codec.ptime_from_key(k)
+        return codec.ptimes_from_keys(self._kv.iter_prefix(self._ptime, codec.gid_prefix(g.gid), values=False))
+
+    def nacked(self, g):
+        """(ID, delivery count) of the NACKed (unowned) entries, in NACK
+        order.  The whole time index is walked: an owned entry can sort
+        among them (XCLAIM ... TIME 0 gives a delivery time of 0)."""
+        get, db, gid = self._kv.get, self._pel, g.gid
+        for _, i in self.by_time(g):
+            cid, _, cnt = codec.decode_pending(get(db, codec.pel_key(gid, i)))
+            if not cid:
+                yield i, cnt
 
     # ================================================================ writes
 
@@ -130,15 +145,16 @@ class Pel:
         entries dirties neighbouring B-tree leaves, not random ones)."""
         kv, gid, cid = self._kv, g.gid, c.cid
         pack4, pack3 = codec.pack_key4, codec.pack_key3
+        del_ptime, del_cpel = kv.deleter(self._ptime), kv.deleter(self._cpel)
         lost = {}
         new_ptime, new_cpel, new_pel = [], [], []
         for (ms, seq), (ocid, otk, cnt) in moves:
             if otk != now:
-                kv.delete(self._ptime, pack4(gid, otk, ms, seq))
+                del_ptime(pack4(gid, otk, ms, seq))
                 new_ptime.append((pack4(gid, now, ms, seq), b""))
             if ocid != cid:
                 if ocid:
-                    kv.delete(self._cpel, pack4(gid, ocid, ms, seq))
+                    del_cpel(pack4(gid, ocid, ms, seq))
                     lost[ocid] = lost.get(ocid, 0) + 1
                 new_cpel.append((pack4(gid, cid, ms, seq), b""))
             new_pel.append((pack3(gid, ms, seq), codec.encode_pending(cid, now, bump(cnt))))

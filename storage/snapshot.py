@@ -37,7 +37,7 @@ from storage import codec
 from storage.dump import CorruptStore
 from storage.errors import RedisError
 from storage.ids import MIN_ID, U64, fmt
-from storage.load import LoadError, Stats
+from storage.load import LoadError, Stats, all_bytes
 from storage.txn import StoreFailure
 
 MAGIC = b"\x89XSNAP\r\n\x1a\n"      # PNG-style: catches text-mode mangling
@@ -161,12 +161,22 @@ def _save_stream(tx, w, name):
     rec = w.rec
     pack = _pack_map
     producer = None
+    entry_payload = codec.snap_entry_from_stored
+    frame = codec.snap_frame
     try:
-        for r in tx.dump(name):
+        for r in tx.dump(name, batched=True):
             kind = r[0]
-            if kind == "entry":
-                rec(ENTRY, codec.snap_entry(r[1], codec.packb(codec.entry_fields(r[2]))))
-                w.entries += 1
+            if kind == "entries":      # the bulk of a snapshot: w.rec inlined
+                buf = w.buf
+                for i, v in r[1]:
+                    payload = entry_payload(i, v)
+                    if len(payload) > MAX_RECORD:
+                        rec(ENTRY, payload)          # raises
+                    buf += frame(ENTRY, len(payload))
+                    buf += payload
+                    if len(buf) >= CHUNK:
+                        w.flush()
+                w.entries += len(r[1])
             elif kind == "stream":
                 meta = r[1]
                 rec(STREAM, pack({
@@ -331,8 +341,7 @@ def _decode_fields(blob):
         fields = msgpack.unpackb(blob, raw=False)
     except Exception:
         raise _bad("undecodable ENTRY record")
-    if (not isinstance(fields, list) or not fields or len(fields) % 2
-            or not all(isinstance(x, bytes) for x in fields)):
+    if type(fields) is not list or not fields or len(fields) % 2 or not all_bytes(fields):
         raise _bad("ENTRY record: fields must be a non-empty even list of byte strings")
     return fields
 
@@ -538,13 +547,14 @@ def _show(name):
 # ================================================================== restore
 
 def restore(store, path, replace=False, progress=None):
-    """Restore the snapshot at ``path`` into ``store``: verify it fully
-    (nothing changes if that fails), then apply it in one write
-    transaction through the engine's load path.  A stream that exists is
-    an error unless ``replace`` (then it is deleted first, in the same
-    transaction).  Returns Stats."""
+    """Restore the snapshot at ``path`` into ``store`` in one write
+    transaction through the engine's load path, checking the file as it
+    is read: a fault anywhere (the checksum is at the end) aborts the
+    transaction, so nothing changes.  One pass, not a verify pass and
+    then an apply pass: an aborted LMDB transaction costs nothing.  A
+    stream that exists is an error unless ``replace`` (then it is
+    deleted first, in the same transaction).  Returns Stats."""
     t0 = time.monotonic()
-    verify(path, store, replace, progress)
     size = _size(path)
     cb = None if progress is None else (lambda off: progress("restore", off, size))
 
@@ -571,7 +581,7 @@ def load_records(recs):
     stream's counters are loaded once its entries are in."""
     name = meta = group = consumer = producer = None
     for t, v, at in recs:
-        where = "byte %d" % at
+        where = ("byte", at)
         if t != ENTRY and meta is not None:
             yield "stream", meta[0], name, meta[1]
             meta = None

@@ -304,11 +304,12 @@ class Txn:
         """The change counters of streams (blocking's poll fallback)."""
         return self._read(_change_counters, names)
 
-    def dump(self, name: bytes) -> Iterator[tuple]:
+    def dump(self, name: bytes, batched: bool = False) -> Iterator[tuple]:
         """Everything stream ``name`` holds, as storage.dump records
-        (consume within the transaction)."""
+        (consume within the transaction); ``batched``: entries come as
+        ("entries", [(id, stored value), ...]) records of up to 1000."""
         from storage.dump import stream_records
-        return self._read(stream_records, name)
+        return self._read(stream_records, name, batched)
 
     def load(self, records: Iterable[tuple], replace: bool = False) -> Stats:
         """Put saved state back (storage.load): all or nothing."""
