@@ -53,12 +53,10 @@ def batch(session, commands):
     def run(tx):
         out = []
         for argv in commands:
-            r = lookup(argv).handler(tx, argv)
-            if isinstance(r, RedisError):
-                raise r
-            out.append(r)
+            cmd = lookup(argv)
+            out.append(cmd.run(tx, *cmd.parse(argv)))   # a RedisError raises
         return out
-    return session.store.transact(run, write=True)
+    return session.store.run(run, write=True)
 
 
 def arm_commands(ids, idle_ids):

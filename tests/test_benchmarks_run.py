@@ -1,0 +1,33 @@
+"""The benchmarks stay runnable: each ``tests/bench_*.py`` runs at a tiny
+size and must finish with exit 0 and print its table.  No figure is
+asserted here (timings belong to the benchmarks, not to the suite); this
+only catches a benchmark that an API change broke."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
+                                 reason="redis-server and redis-cli are needed")
+
+CASES = [
+    pytest.param("bench_cli.py", ["--lines", "300", "--runs", "1", "--oneshot", "2"], "summary:",
+                 marks=needs_redis, id="cli"),
+    pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"], "redis XAUTOCLAIM",
+                 marks=needs_redis, id="claim"),
+    pytest.param("bench_snapshot.py", ["--sizes", "500"], "restore", id="snapshot"),
+    pytest.param("bench_block_latency.py", ["-n", "5", "--gap", "2"], "xreadgroup", id="block_latency"),
+]
+
+
+@pytest.mark.parametrize("script,args,expect", CASES)
+def test_benchmark_runs_at_a_tiny_size(script, args, expect):
+    p = subprocess.run([sys.executable, os.path.join(HERE, script)] + args,
+                       capture_output=True, text=True, timeout=240, cwd=os.path.dirname(HERE))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert expect in p.stdout, p.stdout
