@@ -6,7 +6,11 @@ line.  An entry is
     {"stream": "s", "id": "1-1", "fields": ["a", "1", "a", "2"]}
 
 (fields in order, duplicates kept).  A byte string that is valid UTF-8
-is a JSON string; any other is ``{"b64": "<base64>"}``.  With
+is a JSON string; any other is ``{"b64": "<base64>"}``.  This is xs's
+one JSON shape for an entry outside RESP3 replies: ``xs tail --json``
+writes it too (``entry_record``).  Import also takes a string holding
+surrogate escapes (U+DC80..U+DCFF, as ``xs --json`` writes bytes that
+are not UTF-8) as those bytes.  With
 ``meta=True`` each stream's entries are followed by lines of other
 types carrying everything a snapshot carries:
 
@@ -93,6 +97,12 @@ def _key_dec(v, what):
     return codec.name_key(dec(v, what))
 
 
+def entry_record(stream, entry_id, fields):
+    """The JSON shape of one entry (bytes in): {"stream", "id", "fields":
+    [field, value, ...]}, each byte string through ``enc``."""
+    return {"stream": enc(stream), "id": entry_id.decode("ascii"), "fields": [enc(f) for f in fields]}
+
+
 def id_text(i):
     return "%d-%d" % tuple(i)
 
@@ -129,7 +139,7 @@ def export_records(tx, names=None, meta=False):
                 kind = r[0]
                 if kind == "entry":
                     idt, fields = codec.decode_entry(r[2])
-                    yield {"stream": s, "id": idt.decode(), "fields": [enc(f) for f in fields]}
+                    yield entry_record(name, idt, fields)
                     continue
                 if not meta:
                     if kind != "stream":

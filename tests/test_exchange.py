@@ -80,3 +80,18 @@ def test_import_refuses_ids_not_above_the_last(tmp_path):
 def test_encoding_helpers_round_trip_any_bytes():
     for b in (b"", b"abc", b"\xff", "é".encode(), bytes(range(256))):
         assert exchange.dec(json.loads(json.dumps(exchange.enc(b)))) == b
+
+
+def test_import_takes_surrogate_escapes_as_the_bytes_they_stand_for(tmp_path):
+    # the convention of xs --json (RESP3 replies): bytes that are not UTF-8
+    # as lone surrogates U+DC80..U+DCFF; import accepts them as well as b64
+    r = invoke(["--db", str(tmp_path / "dst"), "import"],
+               input='{"stream":"s","id":"1-0","fields":["\\udcff","caf\\u00e9", {"b64": "/w=="}, "x"]}\n')
+    assert r.exit_code == 0, r.stderr
+    r = invoke(["--db", str(tmp_path / "dst"), "export"])
+    assert json.loads(r.stdout) == {"stream": "s", "id": "1-0", "fields": [{"b64": "/w=="}, "café", {"b64": "/w=="}, "x"]}
+
+
+def test_entry_record_is_the_one_entry_shape():
+    assert exchange.entry_record(b"s", b"1-0", [b"a", b"1", b"a", b"\xff"]) == \
+        {"stream": "s", "id": "1-0", "fields": ["a", "1", "a", {"b64": "/w=="}]}
