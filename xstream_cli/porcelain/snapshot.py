@@ -8,6 +8,7 @@ one line on stderr and exit status 1, never a traceback.
 import io
 import os
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -33,8 +34,11 @@ def _names(values):
 
 
 class _Progress:
-    """A rich progress bar on stderr when it is a terminal; a no-op
-    otherwise.  Usable as the ``progress(phase, done, total)`` callback."""
+    """A rich progress display on stderr when it is a terminal; a no-op
+    otherwise.  Usable as the ``progress(phase, done, total)`` callback:
+    with a total, a bar, done/total and the time left; with total None
+    (a stream of unknown length: stdin, an export), a spinner, the count
+    so far and the rate."""
 
     def __init__(self, unit):
         self.bar = None
@@ -42,11 +46,10 @@ class _Progress:
         self.tasks = {}
         if sys.stderr.isatty() and not os.environ.get("XS_NO_PROGRESS"):
             from rich.console import Console
-            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+            from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
                                        TimeRemainingColumn)
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit),
-                                TimeElapsedColumn(), TimeRemainingColumn(),
+            self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                _count_column(unit), TimeElapsedColumn(), TimeRemainingColumn(),
                                 console=Console(stderr=True), transient=True)
 
     def __enter__(self):
@@ -66,6 +69,104 @@ class _Progress:
         if t is None:
             t = self.tasks[phase] = self.bar.add_task(phase, total=total)
         self.bar.update(t, completed=done or 0, total=total)
+
+
+def _count_column(unit):
+    """A rich column: "done/total UNIT", or "done UNIT  rate/s" when the
+    total is not known."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        def render(self, task):
+            if task.total is None:
+                speed = task.speed
+                rate = "" if not speed else "  %s/s" % format(int(speed), ",")
+                return Text("%s %s%s" % (format(int(task.completed), ","), unit, rate))
+            return Text("%s/%s %s" % (format(int(task.completed), ","), format(int(task.total), ","), unit))
+    return Count()
+
+
+class _replacing:
+    """``with _replacing(path) as f``: a text file that becomes ``path``
+    when the block ends without an exception, atomically (os.replace),
+    and never existed otherwise.  It is written through a private
+    temporary file in ``path``'s directory (mkstemp: O_EXCL, an
+    unpredictable name, mode 0600 while written -- so no symlink planted
+    there is followed and two writers never share it), fsync'ed, given
+    the mode of the file it replaces (else 0666 less the umask, as
+    ``> path`` would), renamed over ``path``, and the directory fsync'ed."""
+
+    def __init__(self, path):
+        self.path = path
+        self.tmp = None
+        self.file = None
+
+    def __enter__(self):
+        d, base = os.path.split(os.path.abspath(self.path))
+        fd, self.tmp = tempfile.mkstemp(prefix=".%s." % base, suffix=".tmp", dir=d)
+        try:
+            self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        except BaseException:
+            os.close(fd)
+            self._discard()
+            raise
+        return self.file
+
+    def __exit__(self, kind, value, tb):
+        if kind is not None:
+            self._discard()
+            return False
+        try:
+            f = self.file
+            f.flush()
+            os.fchmod(f.fileno(), self._mode())
+            os.fsync(f.fileno())
+            f.close()
+            os.replace(self.tmp, self.path)
+            self.tmp = None
+            _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        except BaseException:
+            self._discard()
+            raise
+        return False
+
+    def _mode(self):
+        try:
+            st = os.stat(self.path)
+            if stat.S_ISREG(st.st_mode):
+                return stat.S_IMODE(st.st_mode) & 0o777
+        except OSError:
+            pass
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+    def _discard(self):
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError:
+                pass
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
+
+
+def _fsync_dir(d):
+    try:
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _summary(verb, st, extra=""):
@@ -177,10 +278,8 @@ def export(ctx, streams, output, meta, to_url, replace):
             finally:
                 out.detach()
         else:
-            tmp = output + ".tmp"
-            with open(tmp, "w", encoding="utf-8", newline="\n") as out, _Progress("entries") as pr:
+            with _replacing(output) as out, _Progress("entries") as pr:
                 st = export_jsonl(store, out, _names(streams), meta, pr)
-            os.replace(tmp, output)
     except (ExchangeError, SnapshotError) as e:
         _fail(str(e))
     except BrokenPipeError:
