@@ -49,15 +49,42 @@ def test_tail_n(db):
     assert tail(db, "-n", "99", "s").stdout.count(b"\n") == 5
 
 
-def test_tail_missing_stream_prints_nothing(db):
+def test_tail_missing_stream_is_an_error(db):
     fill(db, ["XADD other 1-0 a 1"])
-    p = tail(db, "nosuch")
-    assert p.returncode == 0 and p.stdout == b""
+    for args in (["nosuch"], ["-n", "0", "nosuch"], ["--json", "nosuch"]):
+        p = tail(db, *args)
+        assert (p.returncode, p.stdout, p.stderr) == (1, b"", b"xs: no such stream: nosuch\n")
+
+
+def test_tail_prints_the_streams_that_exist_and_fails_for_the_others(db):
+    fill(db, ["XADD a 1-0 x 1", "XADD b 2-0 y 2"])
+    p = tail(db, "a", "nosuch", "b", "gone")
+    assert p.stdout == b"a 1-0 x=1\nb 2-0 y=2\n"          # like tail(1) with a missing file
+    assert p.stderr == b"xs: no such stream: nosuch\nxs: no such stream: gone\n"
+    assert p.returncode == 1
+
+
+def test_tail_follow_waits_for_a_stream_that_does_not_exist_yet(db):
+    f = follow(db, "-n", "5", "later")
+    wait_blocked(f)
+    fill(db, ["XADD later 1-0 a 1"])
+    assert f.stdout.readline() == b"later 1-0 a=1\n"
+    f.send_signal(signal.SIGINT)
+    out, err = f.communicate(timeout=TIMEOUT)
+    assert f.returncode == 0 and err == b"" and out == b""
 
 
 def test_tail_merges_streams_in_id_order(db):
     fill(db, ["XADD a 1-0 x 1", "XADD b 2-0 y 2", "XADD a 3-0 x 3", "XADD b 4-0 y 4"])
-    assert tail(db, "-n", "3", "a", "b").stdout == b"b 2-0 y=2\na 3-0 x=3\nb 4-0 y=4\n"
+    assert tail(db, "-n", "3", "a", "b").stdout == b"a 1-0 x=1\nb 2-0 y=2\na 3-0 x=3\nb 4-0 y=4\n"
+
+
+def test_tail_n_is_per_stream(db):
+    fill(db, ["XADD a %d-0 x %d" % (i, i) for i in range(1, 6)] +
+         ["XADD b %d-0 y %d" % (i, i) for i in range(6, 9)] + ["XADD a 9-0 x 9"])
+    assert tail(db, "-n", "2", "a", "b").stdout == b"a 5-0 x=5\nb 7-0 y=7\nb 8-0 y=8\na 9-0 x=9\n"
+    assert tail(db, "-n", "1", "b", "a").stdout == b"b 8-0 y=8\na 9-0 x=9\n"
+    assert tail(db, "-n", "2", "a", "a").stdout == b"a 5-0 x=5\na 9-0 x=9\n"   # a name given twice
 
 
 def test_tail_raw_format_quotes_what_would_be_ambiguous(db):
@@ -66,12 +93,113 @@ def test_tail_raw_format_quotes_what_would_be_ambiguous(db):
         b'"my stream" 1-0 "two words"=a=b "k=1"="" plain="line\\nbreak"\n'
 
 
+def _parse_raw_line(line):
+    """The raw line format, as its documentation describes it: tokens
+    separated by one space; a token bare, or double-quoted with
+    redis-cli escapes; in FIELD=VALUE the first '=' outside quotes ends
+    the field."""
+    esc = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("a"): 7, ord("b"): 8}
+    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    line = line[:-1]
+    i = 0
+
+    def atom(stop):
+        nonlocal i
+        if line[i:i + 1] != b'"':
+            j = i
+            while i < len(line) and line[i] not in stop:
+                i += 1
+            assert i > j
+            return line[j:i]
+        out = bytearray()
+        i += 1
+        while line[i] != ord('"'):
+            c = line[i]
+            if c == ord("\\"):
+                n = line[i + 1]
+                if n == ord("x"):
+                    out.append(int(line[i + 2:i + 4], 16))
+                    i += 4
+                    continue
+                out.append(esc.get(n, n))
+                i += 2
+                continue
+            out.append(c)
+            i += 1
+        i += 1
+        return bytes(out)
+    stream = atom(b" ")
+    assert line[i:i + 1] == b" "
+    i += 1
+    entry_id = atom(b" ")
+    fields = []
+    while i < len(line):
+        assert line[i:i + 1] == b" "
+        i += 1
+        fields.append(atom(b" ="))
+        assert line[i:i + 1] == b"="
+        i += 1
+        fields.append(atom(b" "))
+    return stream, entry_id, fields
+
+
+def test_tail_raw_format_passes_utf8_text_and_escapes_the_rest(db):
+    fill(db, ['XADD "M\\xc3\\xbcnchen" 1-0 city "M\\xc3\\xbcnchen" note "Gr\\xc3\\xbc\\xc3\\x9fe aus K\\xc3\\xb6ln"'
+              ' "caf\\xc3\\xa9=1" "\\xe6\\x97\\xa5\\xe6\\x9c\\xac"'
+              ' esc "\\x1b[31mred" bad "\\xff\\xc3" zw "a\\xe2\\x80\\x8bb" nl "x\\ny" nbsp "\\xc2\\xa0"'])
+    p = tail(db, "M\u00fcnchen")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ('München 1-0 city=München note="Grüße aus Köln" "café=1"=日本'
+                        ' esc="\\x1b[31mred" bad="\\xff\\xc3" zw="a\\xe2\\x80\\x8bb" nl="x\\ny" nbsp="\\xc2\\xa0"\n'
+                        ).encode("utf-8")
+    assert b"M\xc3\xbcnchen" in p.stdout.split(b" ")[2]          # grep München finds it
+    assert _parse_raw_line(p.stdout) == (
+        "München".encode(), b"1-0",
+        [b"city", "München".encode(), b"note", "Grüße aus Köln".encode(), "café=1".encode(), "日本".encode(),
+         b"esc", b"\x1b[31mred", b"bad", b"\xff\xc3", b"zw", "a\u200bb".encode(), b"nl", b"x\ny",
+         b"nbsp", b"\xc2\xa0"])
+
+
+def test_tail_raw_lines_parse_back_to_the_same_bytes(db):
+    values = [bytes([b]) for b in range(256)] + [b"", b"a b", b'"q"', b"k=v", b"\\", "\u00e9\u0301".encode(),
+                                                 "\U0001f600".encode(), b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]
+    lines = ["XADD s %d-0 %s %s" % (n + 1, _q(v), _q(v)) for n, v in enumerate(values)]
+    fill(db, lines)
+    p = tail(db, "-n", str(len(values)), "s")
+    got = p.stdout.splitlines(keepends=True)
+    assert len(got) == len(values)
+    for v, line in zip(values, got):
+        assert _parse_raw_line(line)[2] == [v, v]
+
+
+def _q(b):
+    return '"%s"' % "".join("\\x%02x" % c for c in b)
+
+
 def test_tail_json_lines(db):
     fill(db, ["XADD s 1-0 a 1 b 2", "XADD t 2-0 c 3"])
     for p in (tail(db, "--json", "s", "t"), tail(db, "s", "t", mode="json")):
         docs = [json.loads(l) for l in p.stdout.splitlines()]
-        assert docs == [{"stream": "s", "id": "1-0", "fields": {"a": "1", "b": "2"}},
-                        {"stream": "t", "id": "2-0", "fields": {"c": "3"}}]
+        assert docs == [{"stream": "s", "id": "1-0", "fields": ["a", "1", "b", "2"]},
+                        {"stream": "t", "id": "2-0", "fields": ["c", "3"]}]
+
+
+def test_tail_json_is_the_export_shape_with_duplicates_and_any_bytes(db, tmp_path):
+    fill(db, ['XADD s 1-0 a 1 a 2 b 3', 'XADD s 2-0 "\\xff\\xfe" "caf\\xc3\\xa9" x "\\x00\\x1b["',
+              'XADD "M\\xc3\\xbcnchen" 3-0 "\\xc3" ""'])
+    p = tail(db, "--json", "s", "M\u00fcnchen")
+    assert p.returncode == 0, p.stderr
+    export = subprocess.run(XS + ["--db", str(db), "export", "s", "M\u00fcnchen"], capture_output=True,
+                            cwd=ROOT, timeout=TIMEOUT)
+    assert [json.loads(l) for l in p.stdout.splitlines()] == [json.loads(l) for l in export.stdout.splitlines()]
+    assert json.loads(p.stdout.splitlines()[0]) == {"stream": "s", "id": "1-0", "fields": ["a", "1", "a", "2", "b", "3"]}
+    assert json.loads(p.stdout.splitlines()[1])["fields"][0] == {"b64": "//4="}
+    # what tail --json prints, xs import takes back: the same entries, byte for byte
+    imp = subprocess.run(XS + ["--db", str(tmp_path / "copy"), "import"], input=p.stdout,
+                         capture_output=True, cwd=ROOT, timeout=TIMEOUT)
+    assert imp.returncode == 0, imp.stderr
+    for q in (["XRANGE s - +"], ["XRANGE M\xc3\xbcnchen - +".encode("latin-1")]):
+        assert run_xs(tmp_path / "copy", q).stdout == run_xs(db, q).stdout
 
 
 def test_tail_pretty_shows_time_stream_id_and_fields(db):
@@ -83,6 +211,15 @@ def test_tail_pretty_shows_time_stream_id_and_fields(db):
     assert ":20.123" in line          # seconds and milliseconds of the ID's time
     assert "events" in line and "1700000000123-0" in line
     assert "user=alice" in line and "action=login" in line
+
+
+def test_tail_pretty_never_writes_control_characters_to_the_terminal(db):
+    from xstream_cli.app import cli
+    fill(db, ['XADD e 1-0 a "\\x1b[31mred\\x07" b "x\\ny" c "M\\xc3\\xbcnchen\\xff"'])
+    r = CliRunner().invoke(cli, ["--db", str(db), "--pretty", "tail", "e"])
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output and r.output.count("\n") == 1
+    assert "a=\\x1b[31mred\\a" in r.output and "b=x\\ny" in r.output and "c=München\\xff" in r.output
 
 
 def test_tail_needs_group_and_consumer_together(db):

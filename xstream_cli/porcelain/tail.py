@@ -1,37 +1,61 @@
 """xs tail: print the last entries of streams and follow new ones.
 
-    xs tail [-f] [-n N] [--group G --consumer C] [--json] STREAM...
+    xs tail [-f] [-n N] [--group G --consumer C [--no-ack]] [--json] STREAM...
 
-Without a group: the last N entries (default 10) of all the STREAMs
-together, oldest first, in ID order; with -f, then every new entry as it
-is committed (the watch is armed before the first read, so nothing is
-missed between the two).
+Without a group: the last N entries (default 10) of EACH STREAM, merged
+oldest first in ID order (``-n 2 a b`` prints up to four lines); with
+-f, then every new entry as it is committed (the watch is armed before
+the first read, so nothing is missed between the two).  A STREAM given
+twice counts once.
+
+A STREAM that does not exist is an error ("xs: no such stream: NAME" on
+stderr), like tail(1) with a missing file: the streams that exist are
+still printed, and the status is 1.  With -f it is not an error: following
+a stream before its first XADD is legitimate, so xs tail waits for it
+(saying so on stderr when stderr is a terminal).
 
 With --group G --consumer C: entries are read through the group like
 XREADGROUP -- first this consumer's own pending entries (left by a run
-that was interrupted before acknowledging), then new ones (">") -- and
-each is acknowledged (XACK) once printed.  Without -f at most N entries
+that was interrupted before acknowledging, or by --no-ack), then new
+ones (">") -- and each is acknowledged (XACK) once its line has been
+written and flushed, and, when stdout is a pipe, taken out of the pipe
+by the reader (a pipe holds 64 KiB: a reader that dies leaves what it
+did not read pending).  A write that fails (the reader is gone) stops
+xs tail: that entry and the rest stay pending.  --no-ack acknowledges
+nothing: entries are still delivered (they enter the consumer's pending
+list, as XREADGROUP does).  Without -f at most N entries of each stream
 are read; with -f, -n is ignored and everything the group delivers is
-printed.  The group must exist (NOGROUP otherwise, exit 1).
+printed.  The group must exist (NOGROUP otherwise, exit 1).  A reader
+can still take a line and then fail to process it: for at-least-once
+processing (ack after the handler succeeded, retries, dead letters) use
+``xs worker``.
 
 Output, one entry per line:
   terminal  time from the ID, stream (one colour per stream), ID and
-            field=value pairs, aligned (rich);
-  --json    one JSON object per line: {"stream": s, "id": id, "fields":
-            {field: value, ...}} (a repeated field keeps its last value;
-            non-UTF-8 bytes as surrogate escapes, like xs --json);
+            field=value pairs, aligned (rich); characters that are not
+            printable are shown as escapes;
+  --json    the entry shape of xs export / xs import, one object per line:
+              {"stream": "s", "id": "1-0", "fields": ["f1", "v1", "f2", "v2"]}
+            fields in order, duplicates kept; a name or value that is not
+            valid UTF-8 is {"b64": "<base64>"} (lossless; xs import takes
+            these lines back);
   piped     raw lines:  STREAM ID FIELD=VALUE FIELD=VALUE ...
-            STREAM, FIELD and VALUE are written bare when they are made
-            of printable ASCII other than space, quotes, backslash and
-            (STREAM and FIELD only) '='; otherwise in double quotes with
-            redis-cli escapes (\\n \\r \\t \\" \\\\ \\xHH).  So the first '='
+            STREAM, FIELD and VALUE are UTF-8 text, written bare when they
+            are made of printable characters other than space, quotes,
+            backslash and (STREAM and FIELD only) '='; otherwise in double
+            quotes, where printable characters (space, non-ASCII letters)
+            stay as they are and the rest take redis-cli escapes (\\n \\r
+            \\t \\a \\b \\" \\\\, \\xHH for each byte of a control or other
+            non-printable character and for each byte that is not valid
+            UTF-8).  So ``grep München`` finds München, the first '='
             outside quotes ends the field, and a line never holds a raw
-            newline.
+            newline or control character.
 
 Ctrl-C ends quietly with status 0, and so does a closed pipe (``| head``):
 with -f, a reader that goes away ends the wait at once.
 """
 import os
+import select
 import stat
 import sys
 
@@ -44,18 +68,45 @@ from xstream_cli import context
 BATCH = 1000                   # entries per read transaction while following
 _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
 _BARE_NAME = _BARE - frozenset(b"=")
+_NOT_BARE = frozenset(" \"'\\")
+_NOT_BARE_NAME = _NOT_BARE | {"="}
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b"}
 _COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red",
             "bright_cyan", "bright_magenta", "bright_green", "bright_yellow")
 
 
 # ------------------------------------------------------------------ output
 
+def _escaped(t, quoting=True):
+    """Text ``t`` (decoded with surrogateescape) with printable characters
+    as they are and the others as redis-cli escapes; ``quoting``: also
+    escape '"' and backslash (inside double quotes)."""
+    out = []
+    for ch in t:
+        e = _ESCAPES.get(ch)
+        if e is not None and (quoting or ch not in '"\\'):
+            out.append(e)
+        elif ch.isprintable():
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":          # a byte that is not UTF-8
+            out.append("\\x%02x" % (ord(ch) - 0xdc00))
+        else:
+            out.extend("\\x%02x" % c for c in ch.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
 def raw_token(b, name=False):
     """A stream name, field or value in the raw line format."""
     if b and all(c in (_BARE_NAME if name else _BARE) for c in b):
         return b
-    from xstream_cli.render import quote
-    return quote(b)
+    if b.isascii():
+        from xstream_cli.render import quote
+        return quote(b)
+    t = b.decode("utf-8", "surrogateescape")
+    stop = _NOT_BARE_NAME if name else _NOT_BARE
+    if all(ch.isprintable() and ch not in stop for ch in t):
+        return b
+    return ('"%s"' % _escaped(t)).encode("utf-8")
 
 
 def raw_line(stream, entry):
@@ -68,14 +119,9 @@ def raw_line(stream, entry):
 
 
 def json_line(stream, entry):
-    import json
-    i, fields = entry
-
-    def s(b):
-        return b.decode("utf-8", "surrogateescape")
-    doc = {"stream": s(stream), "id": s(i),
-           "fields": {s(fields[k]): s(fields[k + 1]) for k in range(0, len(fields), 2)}}
-    return json.dumps(doc, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+    """The entry as xs export writes it (storage.exchange.entry_record)."""
+    from storage.exchange import dumps, entry_record
+    return (dumps(entry_record(stream, entry[0], entry[1])) + "\n").encode("utf-8")
 
 
 class Pretty:
@@ -126,7 +172,9 @@ class Pretty:
 
 
 def _text(b):
-    return b.decode("utf-8", "backslashreplace")
+    """For the terminal: printable characters as they are, the rest
+    (control characters, ESC, bytes that are not UTF-8) escaped."""
+    return _escaped(b.decode("utf-8", "surrogateescape"), quoting=False)
 
 
 def _id_key(entry):
@@ -139,20 +187,93 @@ def _parse_id(b):
     return int(ms), int(seq)
 
 
+class _Out:
+    """stdout for xs tail.  ``put`` says whether the reader has a line:
+    written and flushed, and when stdout is a pipe (and the kernel can
+    tell, FIONREAD), taken out of the pipe.  A reader that is gone
+    (EPIPE) makes ``put`` return False."""
+
+    def __init__(self, confirm):
+        self.fd = None
+        self.pipe = False
+        try:
+            self.fd = sys.stdout.fileno()
+            self.pipe = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
+        except (AttributeError, OSError, ValueError):
+            pass
+        self.confirm = confirm and self.pipe
+        self._poll = None
+        if self.confirm:
+            self._poll = select.poll()
+            self._poll.register(self.fd, 0)    # POLLERR: the last reader is gone
+
+    def watch(self):
+        """Descriptors whose hang-up ends a wait (a pipe or socket reader)."""
+        if self.fd is None:
+            return ()
+        try:
+            mode = os.fstat(self.fd).st_mode
+        except OSError:
+            return ()
+        return (self.fd,) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else ()
+
+    def write(self, data):
+        """Write and flush; False when the reader is gone."""
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            return False
+        return True
+
+    def put(self, data):
+        """Write one line and wait until the reader has it."""
+        if not self.write(data):
+            return False
+        return self._taken() if self.confirm else True
+
+    def _taken(self):
+        import array
+        import fcntl
+        import termios
+        delay = 0.2                             # ms, doubling to 50
+        unread = array.array("i", [0])
+        while True:
+            try:
+                fcntl.ioctl(self.fd, termios.FIONREAD, unread, True)   # bytes still in the pipe
+            except OSError:                     # the kernel cannot say: written is all we know
+                self.confirm = False
+                return True
+            left = unread[0]
+            if left <= 0:
+                return True
+            if self._poll.poll(delay):
+                return False                    # the reader left with the line unread
+            delay = min(delay * 2, 50.0)
+
+
+class _Closed(Exception):
+    """stdout's reader is gone."""
+
+
 # ------------------------------------------------------------------ reading
 
 def _last_entries(tx, keys, n):
-    """The last ``n`` entries of ``keys`` together, oldest first, and the
-    streams' last IDs (where following starts)."""
+    """The last ``n`` entries of each of ``keys``, merged oldest first,
+    the streams' last IDs (where following starts) and the keys that do
+    not exist."""
     rows = []
     after = []
+    missing = []
     for k in keys:
         last = tx.last_generated_id(k)
+        if last is None:
+            missing.append(k)
         after.append(last if last is not None else MIN_ID)
-        if n:
-            rows += [(k, e) for e in tx.range(k, RangeOptions(MIN_ID, MAX_ID, n, True))]
+        if n and last is not None:
+            rows += [(k, e) for e in tx.range(k, RangeOptions(MIN_ID, MAX_ID, n, True)) or ()]
     rows.sort(key=_id_key)
-    return rows[-n:] if n else [], after
+    return rows, after, missing
 
 
 def _new_entries(tx, keys, after):
@@ -183,68 +304,106 @@ def _ack(tx, group, rows):
 
 # ------------------------------------------------------------------ command
 
-def _stdout_watch():
-    """stdout's descriptor if a reader can go away (pipe, socket)."""
-    try:
-        fd = sys.stdout.fileno()
-        mode = os.fstat(fd).st_mode
-    except (AttributeError, OSError, ValueError):
-        return ()
-    return (fd,) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else ()
+def _follow(store, keys, n, follow, out, waiter, line):
+    """Without a group.  Returns the exit status."""
+    rows, after, missing = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
+    status = 1 if missing and not follow else 0
+    if missing and (status or sys.stderr.isatty()):
+        for k in missing:
+            sys.stderr.write(("xs: no such stream: %s\n" if status else
+                              "xs: no such stream (yet): %s; waiting for it\n") % _text(k))
+        sys.stderr.flush()
+    if rows and not out.write(b"".join(line(k, e) for k, e in rows)):
+        context.quiet_exit(status)
+    if not follow:
+        return status
+    while True:
+        rows = store.run(lambda tx: _new_entries(tx, keys, after), write=False)
+        if rows:
+            last = {}
+            for k, e in rows:
+                last[k] = _parse_id(e[0])
+            after = [last.get(k, a) for k, a in zip(keys, after)]
+            if not out.write(b"".join(line(k, e) for k, e in rows)):
+                raise _Closed
+            continue
+        waiter.wait(None)
+        if waiter.hangup:
+            raise _Closed
 
 
-def run_tail(store, keys, n, follow, group, consumer, line):
+def _through_group(store, keys, n, follow, group, consumer, ack, out, waiter, line):
+    """With a group: history first, then new entries; each entry
+    acknowledged once the reader has its line (unless not ``ack``)."""
+    pos = {k: MIN_ID for k in keys}      # this consumer's pending entries first, then b">"
+    left = {k: n for k in keys}          # without -f: entries still to print per stream
+
+    def deliver(rows):
+        taken = []
+        try:
+            for k, e in rows:
+                if e[1] is None:         # deleted while pending: nothing to show; left pending
+                    continue
+                if not out.put(line(k, e)):
+                    raise _Closed
+                taken.append((k, e))
+        finally:
+            if ack and taken:
+                store.run(lambda tx: _ack(tx, group, taken), write=True)
+
+    while True:
+        active = [k for k in keys if follow or left[k] > 0]
+        if not active:
+            return 0
+        count = BATCH if follow else min(BATCH, min(left[k] for k in active))
+        ids = [pos[k] for k in active]
+        rows = store.run(lambda tx: _group_read(tx, active, group, consumer, ids, count), write=True)
+        seen = set()
+        for k, e in rows:
+            seen.add(k)
+            if pos[k] != b">":
+                pos[k] = _parse_id(e[0])
+            if not follow and e[1] is not None:
+                left[k] -= 1
+        history_done = [k for k in active if pos[k] != b">" and k not in seen]
+        for k in history_done:
+            pos[k] = b">"
+        if rows:
+            deliver(rows)
+            continue
+        if history_done:
+            continue                     # now the new entries of those streams
+        if not follow:
+            return 0
+        waiter.wait(None)
+        if waiter.hangup:
+            raise _Closed
+
+
+def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
     """The loop of ``xs tail``; ``line(stream, entry) -> bytes``.
     Returns the exit status."""
     from storage.blocking import Waiter
     from storage.errors import RedisError
-    write_out, _quiet_exit = context.write_out, context.quiet_exit
-
-    def emit(rows):
-        out = [line(k, e) for k, e in rows if e[1] is not None]
-        if out:
-            write_out(b"".join(out))
-
-    waiter = Waiter(store, keys, _stdout_watch()) if follow else None
+    keys = list(dict.fromkeys(keys))
+    out = _Out(confirm=group is not None and ack)
+    waiter = Waiter(store, keys, out.watch()) if follow else None
     try:
         if group is None:
-            rows, after = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
-            emit(rows)
-            while follow:
-                rows = store.run(lambda tx: _new_entries(tx, keys, after), write=False)
-                if rows:
-                    last = {}
-                    for k, e in rows:
-                        last[k] = _parse_id(e[0])
-                    after = [last.get(k, a) for k, a in zip(keys, after)]
-                    emit(rows)
-                    continue
-                waiter.wait(None)
-                if waiter.hangup:
-                    _quiet_exit()
-            return 0
-        left = n
-        ids = [MIN_ID] * len(keys)          # this consumer's pending entries first
-        while follow or left > 0:
-            count = BATCH if follow else min(left, BATCH)
-            rows = store.run(lambda tx: _group_read(tx, keys, group, consumer, ids, count), write=True)
-            if rows:
-                emit(rows)
-                store.run(lambda tx: _ack(tx, group, rows), write=True)
-                left -= len(rows)
-                continue
-            if ids[0] != b">":
-                ids = [b">"] * len(keys)    # history done: new entries
-                continue
-            if not follow:
-                break
-            waiter.wait(None)
-            if waiter.hangup:
-                _quiet_exit()
-        return 0
+            return _follow(store, keys, n, follow, out, waiter, line)
+        return _through_group(store, keys, n, follow, group, consumer, ack, out, waiter, line)
+    except _Closed:
+        context.quiet_exit()
     except RedisError as e:
         sys.stderr.write("%s\n" % e.text)
         return 1
+    except OSError as e:                 # stdout unusable (EIO, ENOSPC, ...)
+        try:
+            sys.stderr.write("xs: cannot write output: %s\n" % (e.strerror or e))
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        context.quiet_exit(context.EXIT_ERROR)
     finally:
         if waiter is not None:
             waiter.close()
@@ -254,26 +413,46 @@ def register(cli):
     @cli.command("tail")
     @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries as they arrive.")
     @click.option("-n", "--lines", "n", type=click.IntRange(min=0), default=10, show_default=True,
-                  metavar="N", help="How many of the last entries to print first.")
-    @click.option("--group", metavar="G", help="Read through consumer group G (XREADGROUP), acking each entry.")
+                  metavar="N", help="How many of the last entries of each stream to print first.")
+    @click.option("--group", metavar="G",
+                  help="Read through consumer group G (XREADGROUP), acking each entry its reader took.")
     @click.option("--consumer", metavar="C", help="Consumer name within the group (with --group).")
-    @click.option("--json", "json_", is_flag=True, help="One JSON object per entry.")
+    @click.option("--no-ack", "no_ack", is_flag=True,
+                  help="With --group: acknowledge nothing (entries stay in the consumer's pending list).")
+    @click.option("--json", "json_", is_flag=True,
+                  help='One JSON object per entry, as xs export writes: {"stream", "id", "fields": [f, v, ...]}.')
     @click.argument("streams", nargs=-1, required=True)
     @click.pass_obj
-    def tail(obj, follow, n, group, consumer, json_, streams):
+    def tail(obj, follow, n, group, consumer, no_ack, json_, streams):
         """Print the last entries of STREAMs; with -f follow new ones.
 
         \b
-        Pretty on a terminal, JSON lines with --json, and raw lines when
-        piped:  STREAM ID FIELD=VALUE ...  (STREAM, FIELD, VALUE bare when
-        made of printable ASCII other than space, quotes, backslash and,
-        for STREAM and FIELD, '='; otherwise double-quoted with redis-cli
-        escapes).  With --group/--consumer, entries are read through the
-        group (this consumer's pending ones first) and acknowledged once
-        printed.  Ctrl-C and a closed pipe end quietly (status 0).
+        -n N is per stream: the last N entries of each STREAM, merged in
+        ID order.  A missing STREAM is an error (exit 1, after printing
+        the others); with -f, xs tail waits for it to be created.
+        \b
+        Pretty on a terminal; --json: one line per entry in the shape of
+        xs export (fields as a list [f, v, ...], duplicates kept; bytes
+        that are not UTF-8 as {"b64": ...}); piped: raw lines
+          STREAM ID FIELD=VALUE ...
+        STREAM, FIELD, VALUE are UTF-8 text, bare when made of printable
+        characters other than space, quotes, backslash and, for STREAM
+        and FIELD, '='; otherwise double-quoted, with redis-cli escapes
+        (\\n, \\", \\xHH) for control characters and bytes that are not
+        UTF-8.
+        \b
+        With --group/--consumer, entries are read through the group (this
+        consumer's pending ones first) and each is acknowledged once its
+        line was written, flushed and, on a pipe, read by the reader; if
+        the reader goes away, the rest stay pending.  --no-ack leaves
+        every entry pending.  xs tail cannot know that the reader
+        processed a line: for at-least-once processing use xs worker.
+        Ctrl-C and a closed pipe end quietly (status 0).
         """
         if (group is None) != (consumer is None):
             raise click.UsageError("--group and --consumer go together")
+        if no_ack and group is None:
+            raise click.UsageError("--no-ack goes with --group and --consumer")
         g = obj or context.Globals()
         mode = "json" if json_ else context.resolve_mode(g.mode)
         keys = [os.fsencode(s) for s in streams]
@@ -287,7 +466,7 @@ def register(cli):
         try:
             code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
-                            None if consumer is None else os.fsencode(consumer), line)
+                            None if consumer is None else os.fsencode(consumer), line, not no_ack)
         except KeyboardInterrupt:
             code = 0
         sys.exit(code)
