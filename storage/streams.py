@@ -8,12 +8,8 @@ order (see storage.options on deferred errors), and returns a value,
 never a rendered reply.
 """
 from storage import codec, errors
-from storage.budget import Budget
-from storage.groups import group_details
 from storage.ids import MAX_ID, MIN_ID, U64, incr
-from storage.info import IdmpInfo, StreamInfo
 from storage.options import raise_deferred
-from storage.trim import NODE_ENTRIES, trim as _trim
 
 # =================================================================== XADD
 
@@ -50,6 +46,7 @@ def add(p, name, fields, o):
     if iid is not None:
         p.idmp.record(m, o.idmp_pid, iid, new, p.now)
     if o.trim is not None:
+        from storage.trim import trim as _trim
         _trim(p.log, p.refs, m, o.trim)
     return new
 
@@ -176,6 +173,7 @@ def trim(p, name, o):
     m = p.streams.get(name)
     if m is None:
         return 0
+    from storage.trim import trim as _trim
     return _trim(p.log, p.refs, m, o)
 
 
@@ -245,6 +243,7 @@ def read_streams(p, o):
     none, unless resolved first by ``resolve_read_ids``)."""
     out = []
     total = 0
+    from storage.budget import Budget
     budget = Budget(o.maxsize)
     for k, after in zip(o.keys, o.ids):
         if (o.maxcount and total >= o.maxcount) or budget.spent:
@@ -281,6 +280,9 @@ def stream_info(p, name, o):
     if m is None:
         raise errors.no_such_key()
     raise_deferred(o)
+    from storage.groups import group_details
+    from storage.info import IdmpInfo, StreamInfo
+    from storage.trim import NODE_ENTRIES
     log = p.log
     info = StreamInfo(length=m.length, nodes=-(-m.length // NODE_ENTRIES),
                       last_generated_id=m.last_id, max_deleted_entry_id=m.max_deleted,

@@ -23,14 +23,29 @@ Without write access (a read transaction), a write verb runs as a dry
 run: if it would write anything, LMDB refuses and ``WouldWrite`` is
 raised (blocked readers use this to re-check cheaply).
 """
-from __future__ import annotations
-
 import time
 
 import lmdb
 
-from storage import delivery, groups, keyspace, streams
 from storage.parts import Parts
+
+
+class _VerbModule:
+    """A module of verbs imported on first use: a one-shot ``xs XLEN``
+    loads the stream verbs, not the group, delivery and keyspace ones."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        module = __import__("storage." + self._name, fromlist=["_"])
+        globals()[self._name] = module       # later calls go straight to it
+        return getattr(module, attr)
+
+
+delivery, groups, keyspace, streams = (_VerbModule(n) for n in ("delivery", "groups", "keyspace", "streams"))
 
 if False:  # typing only (not imported at run time)
     from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -143,17 +158,17 @@ class Txn:
 
     # ============================================================ streams
 
-    def add(self, name: bytes, fields: Sequence[bytes], opts: AddOptions) -> Optional[StreamID]:
+    def add(self, name: bytes, fields: "Sequence[bytes]", opts: "AddOptions") -> "Optional[StreamID]":
         """XADD: the new ID (or a duplicate's earlier ID; None with
         NOMKSTREAM on a missing stream)."""
         return self._write(streams.add, name, fields, opts)
 
-    def add_auto_many(self, items: Iterable[Tuple[bytes, object]]) -> List[bytes]:
+    def add_auto_many(self, items: "Iterable[Tuple[bytes, object]]") -> "List[bytes]":
         """Many ``XADD name * field value ...`` at once (bulk ingest):
         their new IDs as text."""
         return self._write(streams.add_auto_many, items)
 
-    def range(self, name: bytes, opts: RangeOptions) -> Optional[Entries]:
+    def range(self, name: bytes, opts: "RangeOptions") -> "Optional[Entries]":
         """XRANGE / XREVRANGE."""
         return self._read(streams.range_, name, opts)
 
@@ -161,45 +176,45 @@ class Txn:
         """XLEN."""
         return self._read(streams.length, name)
 
-    def delete_entries(self, name: bytes, opts: IdsOptions) -> int:
+    def delete_entries(self, name: bytes, opts: "IdsOptions") -> int:
         """XDEL."""
         return self._write(streams.delete_entries, name, opts)
 
-    def delete_entries_ex(self, name: bytes, opts: IdsOptions) -> List[int]:
+    def delete_entries_ex(self, name: bytes, opts: "IdsOptions") -> "List[int]":
         """XDELEX: 1 deleted, -1 missing, 2 kept (ACKED) per ID."""
         return self._write(streams.delete_entries_ex, name, opts)
 
-    def trim(self, name: bytes, opts: TrimOptions) -> int:
+    def trim(self, name: bytes, opts: "TrimOptions") -> int:
         """XTRIM: entries removed."""
         return self._write(streams.trim, name, opts)
 
-    def set_id(self, name: bytes, opts: SetIdOptions) -> None:
+    def set_id(self, name: bytes, opts: "SetIdOptions") -> None:
         """XSETID."""
         return self._write(streams.set_id, name, opts)
 
-    def configure_idmp(self, name: bytes, opts: IdmpConfigOptions) -> None:
+    def configure_idmp(self, name: bytes, opts: "IdmpConfigOptions") -> None:
         """XCFGSET."""
         return self._write(streams.configure_idmp, name, opts)
 
-    def resolve_read_ids(self, keys: Sequence[bytes], ids: Sequence[object]) -> tuple:
+    def resolve_read_ids(self, keys: "Sequence[bytes]", ids: "Sequence[object]") -> "tuple":
         """XREAD's ``$`` as each stream's last ID now (before blocking)."""
         return self._read(streams.resolve_read_ids, keys, ids)
 
-    def read_streams(self, opts: ReadOptions) -> ReadResult:
+    def read_streams(self, opts: "ReadOptions") -> "ReadResult":
         """XREAD (without waiting): [(key, entries)]."""
         return self._read(streams.read_streams, opts)
 
-    def stream_info(self, name: bytes, opts: StreamInfoOptions) -> StreamInfo:
+    def stream_info(self, name: bytes, opts: "StreamInfoOptions") -> "StreamInfo":
         """XINFO STREAM [FULL]."""
         return self._read(streams.stream_info, name, opts)
 
     # ============================================================= groups
 
-    def create_group(self, name: bytes, group: bytes, opts: GroupOptions) -> None:
+    def create_group(self, name: bytes, group: bytes, opts: "GroupOptions") -> None:
         """XGROUP CREATE."""
         return self._write(groups.create_group, name, group, opts)
 
-    def set_group_id(self, name: bytes, group: bytes, opts: GroupOptions) -> None:
+    def set_group_id(self, name: bytes, group: bytes, opts: "GroupOptions") -> None:
         """XGROUP SETID."""
         return self._write(groups.set_group_id, name, group, opts)
 
@@ -215,57 +230,57 @@ class Txn:
         """XGROUP DELCONSUMER: its pending entries (now dropped)."""
         return self._write(groups.delete_consumer, name, group, consumer)
 
-    def read_group(self, opts: ReadOptions) -> ReadResult:
+    def read_group(self, opts: "ReadOptions") -> "ReadResult":
         """XREADGROUP (without waiting): [(key, entries)]."""
         return self._write(delivery.read_group, opts)
 
-    def claim_wait_ms(self, keys: Sequence[bytes], group: bytes, min_idle: int) -> Optional[int]:
+    def claim_wait_ms(self, keys: "Sequence[bytes]", group: bytes, min_idle: int) -> "Optional[int]":
         """Blocked XREADGROUP CLAIM: ms until an entry becomes claimable."""
         return self._read(delivery.claim_wait_ms, keys, group, min_idle)
 
-    def ack(self, name: bytes, group: bytes, opts: IdsOptions) -> int:
+    def ack(self, name: bytes, group: bytes, opts: "IdsOptions") -> int:
         """XACK."""
         return self._write(groups.ack, name, group, opts)
 
-    def ack_delete(self, name: bytes, group: bytes, opts: IdsOptions) -> List[int]:
+    def ack_delete(self, name: bytes, group: bytes, opts: "IdsOptions") -> "List[int]":
         """XACKDEL."""
         return self._write(groups.ack_delete, name, group, opts)
 
-    def nack(self, name: bytes, group: bytes, opts: NackOptions) -> int:
+    def nack(self, name: bytes, group: bytes, opts: "NackOptions") -> int:
         """XNACK."""
         return self._write(groups.nack, name, group, opts)
 
-    def pending_summary(self, name: bytes, group: bytes) -> PendingSummary:
+    def pending_summary(self, name: bytes, group: bytes) -> "PendingSummary":
         """XPENDING key group."""
         return self._read(groups.pending_summary, name, group)
 
-    def pending_range(self, name: bytes, group: bytes, opts: PendingOptions) -> List[PendingRow]:
+    def pending_range(self, name: bytes, group: bytes, opts: "PendingOptions") -> "List[PendingRow]":
         """XPENDING key group [IDLE ms] start end count [consumer]."""
         return self._read(groups.pending_range, name, group, opts)
 
-    def claim(self, name: bytes, group: bytes, consumer: bytes, opts: ClaimOptions) -> list:
+    def claim(self, name: bytes, group: bytes, consumer: bytes, opts: "ClaimOptions") -> "list":
         """XCLAIM."""
         return self._write(delivery.claim, name, group, consumer, opts)
 
-    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: AutoClaimOptions) -> tuple:
+    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: "AutoClaimOptions") -> "tuple":
         """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
         return self._write(delivery.autoclaim, name, group, consumer, opts)
 
-    def groups_info(self, name: bytes) -> List[GroupInfo]:
+    def groups_info(self, name: bytes) -> "List[GroupInfo]":
         """XINFO GROUPS."""
         return self._read(groups.groups_info, name)
 
-    def consumers_info(self, name: bytes, group: bytes) -> List[ConsumerInfo]:
+    def consumers_info(self, name: bytes, group: bytes) -> "List[ConsumerInfo]":
         """XINFO CONSUMERS."""
         return self._read(groups.consumers_info, name, group)
 
     # =========================================================== keyspace
 
-    def delete_keys(self, names: Sequence[bytes]) -> int:
+    def delete_keys(self, names: "Sequence[bytes]") -> int:
         """DEL."""
         return self._write(keyspace.delete_keys, names)
 
-    def exists(self, names: Sequence[bytes]) -> int:
+    def exists(self, names: "Sequence[bytes]") -> int:
         """EXISTS."""
         return self._read(keyspace.exists, names)
 
@@ -273,12 +288,12 @@ class Txn:
         """TYPE."""
         return self._read(keyspace.key_type, name)
 
-    def keys(self, pattern: bytes) -> List[bytes]:
+    def keys(self, pattern: bytes) -> "List[bytes]":
         """KEYS."""
         return self._read(keyspace.keys, pattern)
 
-    def scan(self, cursor: int, pattern: Optional[bytes] = None, count: int = 10,
-             type_: Optional[bytes] = None) -> Tuple[int, List[bytes]]:
+    def scan(self, cursor: int, pattern: "Optional[bytes]" = None, count: int = 10,
+             type_: "Optional[bytes]" = None) -> "Tuple[int, List[bytes]]":
         """SCAN: (next cursor, names)."""
         return self._read(keyspace.scan, cursor, pattern, count, type_)
 
@@ -288,30 +303,30 @@ class Txn:
 
     # ============================================== porcelain and loading
 
-    def last_generated_id(self, name: bytes) -> Optional[StreamID]:
+    def last_generated_id(self, name: bytes) -> "Optional[StreamID]":
         """A stream's last ID (None if it does not exist)."""
         return self._read(_last_generated_id, name)
 
-    def group_names(self, name: bytes) -> List[bytes]:
+    def group_names(self, name: bytes) -> "List[bytes]":
         """The names of a stream's groups ([] if it does not exist)."""
         return self._read(_group_names, name)
 
-    def stream_names(self) -> List[bytes]:
+    def stream_names(self) -> "List[bytes]":
         """Every stream's name, in key order."""
         return self._read(_stream_names)
 
-    def change_counters(self, names: Sequence[bytes]) -> list:
+    def change_counters(self, names: "Sequence[bytes]") -> "list":
         """The change counters of streams (blocking's poll fallback)."""
         return self._read(_change_counters, names)
 
-    def dump(self, name: bytes, batched: bool = False) -> Iterator[tuple]:
+    def dump(self, name: bytes, batched: bool = False) -> "Iterator[tuple]":
         """Everything stream ``name`` holds, as storage.dump records
         (consume within the transaction); ``batched``: entries come as
         ("entries", [(id, stored value), ...]) records of up to 1000."""
         from storage.dump import stream_records
         return self._read(stream_records, name, batched)
 
-    def load(self, records: Iterable[tuple], replace: bool = False) -> Stats:
+    def load(self, records: "Iterable[tuple]", replace: bool = False) -> "Stats":
         """Put saved state back (storage.load): all or nothing."""
         from storage.load import load
         return self._write(load, records, replace)

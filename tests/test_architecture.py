@@ -117,7 +117,7 @@ def test_txn_verbs_have_type_hints_and_docstrings():
         if name.startswith("_") or not callable(fn) or isinstance(fn, staticmethod) or name == "check_committable":
             continue
         assert fn.__doc__, name
-        assert fn.__annotations__.get("return") is not None, name
+        assert "return" in fn.__annotations__, name
 
 
 # ============================================================ command line
@@ -141,6 +141,16 @@ def test_one_shot_path_imports_nothing_it_does_not_need(tmp_path):
     for heavy in ("click", "rich", "dataclasses", "inspect", "xstream_cli.app", "storage.snapshot",
                   "storage.load", "storage.migrate", "prompt_toolkit"):
         assert heavy not in mods, heavy
+
+
+def test_a_stream_command_loads_only_the_stream_verbs(tmp_path):
+    db = str(tmp_path / "db")
+    mods = _modules_after("from xstream_cli.__main__ import main\n"
+                          "main(['--db', %r, '--no-sync', 'XLEN', 's'])" % db)
+    assert "storage.streams" in mods
+    for other in ("storage.groups", "storage.delivery", "storage.keyspace", "storage.pel",
+                  "storage.group_records", "storage.idmp", "storage.info"):
+        assert other not in mods, other
 
 
 def test_only_the_context_opens_stores_and_reads_global_environment():
