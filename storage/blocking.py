@@ -11,9 +11,17 @@ Notification files
   collision only causes a spurious wake-up, which callers re-check).
   Readers create the directory and their streams' files; writers never
   create anything.  ``notify`` touches (``utime``) the files of the
-  changed streams that exist: one ``stat`` of the directory when nobody
-  ever waited on this store, one ``utime`` per changed stream otherwise
-  (about 2 us each).
+  changed streams that exist: one failed ``open`` of the directory when
+  nobody ever waited on this store, one ``utime`` per changed stream
+  otherwise (about 2 us each).
+
+Private, and no links followed (storage.store): the directory is 0700
+and its files 0600 whatever the umask; every operation is relative to
+the store's checked directory descriptor, opens with O_NOFOLLOW and
+touches with ``utime(..., follow_symlinks=False)``, and inotify watches
+are added with IN_DONT_FOLLOW through /proc/self/fd.  An entry that is a
+link or another user's makes the blocked command fail with a message
+(StoreFailure) instead of being used.
 
 Waiting
   ``Waiter(store, keys)`` arms Linux inotify watches (through ctypes,
@@ -47,12 +55,13 @@ _IN_MOVE_SELF = 0x800
 _IN_IGNORED = 0x8000
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
-_WATCH_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF
+_IN_DONT_FOLLOW = 0x02000000
+_WATCH_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_DONT_FOLLOW
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _libc = None              # ctypes libc (False: inotify unavailable)
-_notify_dirs = {}         # store path -> its notification directory (known to exist)
-_notify_paths = {}        # (directory, stream name) -> notification file
+_notify_names = {}        # stream name -> notification file name
 
 
 # ------------------------------------------------------------------ writers
@@ -72,25 +81,48 @@ def notify_name(name):
 def notify(store, names):
     """Called after a commit that changed the streams ``names``: touch the
     notification files of those that readers watch.  Never raises, never
-    creates files; a directory nobody created costs one ``stat``."""
-    d = _notify_dirs.get(store.path)
-    if d is None:
-        d = os.path.join(store.path, NOTIFY_DIR)
-        if not os.path.isdir(d):
-            return
-        _notify_dirs[store.path] = d = d + os.sep
-    paths = _notify_paths
-    utime = os.utime
-    for name in names:
-        p = paths.get((d, name))
-        if p is None:
-            if len(paths) > 4096:
-                paths.clear()
-            p = paths[(d, name)] = d + notify_name(name)
-        try:
-            utime(p)
-        except OSError:
-            pass
+    creates files, never follows a link."""
+    top = store.dir_fd
+    if top is None:                    # closed
+        return
+    try:
+        d = os.open(NOTIFY_DIR, _O_DIR, dir_fd=top)
+    except OSError:
+        return
+    try:
+        cache = _notify_names
+        utime = os.utime
+        for name in names:
+            n = cache.get(name)
+            if n is None:
+                if len(cache) > 4096:
+                    cache.clear()
+                n = cache[name] = notify_name(name)
+            try:
+                utime(n, dir_fd=d, follow_symlinks=False)
+            except OSError:
+                pass
+    finally:
+        os.close(d)
+
+
+def _refused(store, e):
+    """A StoreFailure for an entry of the store that must not be used."""
+    from storage.txn import StoreFailure
+    return StoreFailure("refusing to use store %s: %s" % (store.path, e))
+
+
+def _notify_dir(store):
+    """The store's notification directory (made if missing), open: the
+    caller closes it.  Raises StoreFailure for a link or another user's
+    directory, OSError otherwise."""
+    from storage.store import UnsafeEntry, open_private_dir
+    if store.dir_fd is None:
+        raise OSError("the store is closed")
+    try:
+        return open_private_dir(store.dir_fd, NOTIFY_DIR, NOTIFY_DIR)
+    except UnsafeEntry as e:
+        raise _refused(store, e)
 
 
 # ------------------------------------------------------------------ readers
@@ -134,32 +166,25 @@ class _Inotify:
             e = ctypes.get_errno()
             raise OSError(e, os.strerror(e))
         self.fd = fd
-        self.wd = {}          # notification file -> watch descriptor
-        self.path = {}        # watch descriptor -> notification file
+        self.wds = set()      # watch descriptors in use
         self.busy = False     # a Waiter is using it
 
     def watch(self, path):
-        """Create ``path`` if needed and watch it; returns the descriptor."""
-        wd = self.wd.get(path)
-        if wd is not None and os.path.exists(path):
-            return wd
-        if not os.path.exists(path):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        """Watch the file ``path`` (not following a link); returns the
+        watch descriptor (the same one again for the same file)."""
         wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), _WATCH_MASK)
         if wd < 0:
             import ctypes
             e = ctypes.get_errno()
             raise OSError(e, os.strerror(e), path)
-        self.wd[path] = wd
-        self.path[wd] = path
+        self.wds.add(wd)
         return wd
 
     def forget(self):
         """Drop every watch (when many streams were watched over time)."""
-        for w in list(self.path):
+        for w in self.wds:
             _libc.inotify_rm_watch(self.fd, w)
-        self.wd.clear()
-        self.path.clear()
+        self.wds.clear()
 
     def events(self):
         """Read the pending events: [(wd, mask)] (wd -1: queue overflow)."""
@@ -180,9 +205,7 @@ class _Inotify:
                 ln = int.from_bytes(data[i + 12:i + 16], "little")
                 out.append((wd, mask))
                 if mask & _IN_IGNORED:   # the file went away: the watch is gone
-                    p = self.path.pop(wd, None)
-                    if p is not None and self.wd.get(p) == wd:
-                        del self.wd[p]
+                    self.wds.discard(wd)
                 i += 16 + ln
 
     def close(self):
@@ -230,6 +253,9 @@ class Waiter:
             self._arm()
         except OSError:
             self._release()
+        except BaseException:
+            self._release()
+            raise
         if self._ino is None:
             self._before = versions(store, self.keys)
         self._poll = select.poll()
@@ -245,15 +271,32 @@ class Waiter:
     def _arm(self):
         if _inotify() is None or self.store.readonly:
             return
-        d = os.path.join(self.store.path, NOTIFY_DIR)
-        os.makedirs(d, exist_ok=True)
         ino = self._ino = _instance()
         ino.busy = True
-        if len(ino.wd) > 256:
+        if len(ino.wds) > 256:
             ino.forget()
         ino.events()   # old news: the caller's re-check comes after arming
-        self._paths = [os.path.join(d, notify_name(k)) for k in self.keys]
-        self._wds = {ino.watch(p) for p in self._paths}
+        self._watch()
+
+    def _watch(self):
+        """Make the streams' notification files (private, no link
+        followed) and watch them."""
+        from storage.store import UnsafeEntry, make_private_file
+        d = _notify_dir(self.store)
+        try:
+            names = [notify_name(k) for k in self.keys]
+            for n in names:
+                try:
+                    make_private_file(d, n, "%s/%s" % (NOTIFY_DIR, n))
+                except UnsafeEntry as e:
+                    raise _refused(self.store, e)
+            base = "/proc/self/fd/%d/" % d
+            if not os.path.isdir(base):
+                base = os.path.join(self.store.root, NOTIFY_DIR, "")
+            self._paths = [base + n for n in names]
+            self._wds = {self._ino.watch(p) for p in self._paths}
+        finally:
+            os.close(d)
 
     def wait(self, timeout_s=None):
         """Sleep until a watched stream changes or ``timeout_s`` passes."""
@@ -287,8 +330,7 @@ class Waiter:
                     lost = True
         if lost:
             try:
-                os.makedirs(os.path.dirname(self._paths[0]), exist_ok=True)
-                self._wds = {self._ino.watch(p) for p in self._paths}
+                self._watch()
             except OSError:
                 self._fallback()
         return hit
@@ -351,49 +393,68 @@ class Queue:
     block takes a new ticket, so a reader just served goes to the back.
     ``first()`` tells whether no live reader has waited longer; tickets
     of processes that died are removed when seen.  Errors make every
-    reader "first": fairness is best effort, progress is not."""
+    reader "first": fairness is best effort, progress is not.  The
+    directory is opened once (no link followed) and every operation is
+    relative to it; a link or another user's directory there is refused
+    (StoreFailure)."""
 
     def __init__(self, store, key, group):
-        self.path = None
+        from storage.store import UnsafeEntry, make_private_file, open_private_dir
+        self.fd = None             # the queue directory
+        self.name = None           # our ticket
         try:
-            d = os.path.join(store.path, NOTIFY_DIR, "%s.%s.q" % (notify_name(key), notify_name(group)))
-            os.makedirs(d, exist_ok=True)
-            self.dir = d
-            self.name = "%020d.%d" % (time.time_ns(), os.getpid())
-            self.path = os.path.join(d, self.name)
-            open(self.path, "wb").close()
+            d = _notify_dir(store)
         except OSError:
-            self.path = None
+            return
+        label = "%s/%s.%s.q" % (NOTIFY_DIR, notify_name(key), notify_name(group))
+        try:
+            self.fd = open_private_dir(d, label.rsplit("/", 1)[1], label)
+            name = "%020d.%d" % (time.time_ns(), os.getpid())
+            make_private_file(self.fd, name, "%s/%s" % (label, name), exclusive=True)
+            self.name = name
+        except UnsafeEntry as e:
+            self.leave()
+            raise _refused(store, e)
+        except OSError:
+            self.leave()
+        finally:
+            os.close(d)
 
     def first(self):
-        if self.path is None:
+        if self.name is None:
             return True
         try:
-            names = sorted(os.listdir(self.dir))
+            names = sorted(os.listdir(self.fd))
         except OSError:
             return True
         for n in names:
             if n >= self.name:
                 return True
+            stamp, _, pid = n.partition(".")
+            if not (stamp.isdigit() and pid.isdigit()):
+                continue                # not a ticket
             try:
-                os.kill(int(n.rsplit(".", 1)[1]), 0)
+                os.kill(int(pid), 0)
                 return False            # an older, live waiter
             except ProcessLookupError:
                 try:
-                    os.unlink(os.path.join(self.dir, n))
+                    os.unlink(n, dir_fd=self.fd)
                 except OSError:
                     pass
-            except (ValueError, OSError):
+            except OSError:
                 return False
         return True
 
     def leave(self):
-        if self.path is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
-            self.path = None
+        fd, self.fd = self.fd, None
+        name, self.name = self.name, None
+        if fd is not None:
+            if name is not None:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError:
+                    pass
+            os.close(fd)
 
 
 def wait_for_change(store, keys, timeout_s=None):

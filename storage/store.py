@@ -26,70 +26,179 @@ LMDB settings, chosen here and only here:
   map_size                  1 GiB of address space to start (the file
                             grows only as data is written), doubled on
                             demand.
+  max_readers               510 (a 32 KiB lock file).
+
+Private files (SPEC §4).  A store is its owner's alone: the directory and
+every directory in it are 0700, every file 0600, whatever the umask
+(files are created by xs with O_EXCL | O_NOFOLLOW and their mode set
+exactly; LMDB only ever opens files that already exist).  Opening a
+store refuses, with a one-line reason, a store directory owned by
+another user, and any entry inside it (data.mdb, lock.mdb, notify/, its
+files and queue directories) that is a symbolic link, a hard link, not
+of the expected kind or owned by another user; nothing inside a store
+is ever reached through a link.  Once the directory is checked to be
+ours and made 0700, nobody else can add, remove or replace entries in
+it, so checks made at open stay true.  A store made by an older xs
+(modes from the umask) is made private when it is opened.
+
+The path the user gives is the user's own business: its parent
+directories may be symbolic links (/tmp -> /private/tmp), and so may the
+store directory itself, if the link belongs to the user.  LMDB opens
+the files through /proc/self/fd/N, the directory that was checked, so
+the path cannot be switched between the check and the open.
+
+Creating a store cannot leave half a store behind, nor die of SIGBUS on
+a full disk: data.mdb is made complete (its named databases and format
+version committed) under a temporary name by a lock-free LMDB
+environment, and lock.mdb is allocated in full (posix_fallocate; LMDB
+would extend it sparsely and then write it through a shared mapping,
+which a full file system answers with SIGBUS); each is then hard-linked
+into place, so another process sees either no file or a complete one.
+A full disk is reported as such ("no space left on device while ...");
+LMDB reports a short write as EIO, which counts as a full disk when the
+file system has next to no space left.
 """
+import errno
 import os
+import stat
+import time
 
 import lmdb
 
 from storage import codec
-from storage.blocking import notify
+from storage.blocking import NOTIFY_DIR, notify
 from storage.txn import Retry, StoreFailure, Txn
 
 INITIAL_MAP = 1 << 30
+MAX_READERS = 510
+MAX_DBS = len(codec.DATABASES) + 2
+# LMDB's lock file for MAX_READERS readers (mdb.c: a reader slot is one
+# 64-byte cache line, the header two lines plus the first slot)
+LOCK_SIZE = (MAX_READERS - 1) * 64 + 192
+LOW_SPACE = 1 << 20       # free bytes below which an EIO from LMDB means "disk full"
+TEMP_MARK = ".new-"       # data.mdb.new-<pid>-<ns>: a store file being made
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 class StoreError(Exception):
     """The store cannot be opened or used (not a Redis error reply)."""
 
 
+class UnsafeEntry(Exception):
+    """An entry of a store that must not be used: a link, another user's,
+    or not of the kind it should be.  The text names it: ``lock.mdb is a
+    symbolic link``."""
+
+
 class Store:
     """An xs store on disk: ``Store(path)``; then ``run`` or the
-    ``read()`` / ``write()`` context managers giving a ``Txn``."""
+    ``read()`` / ``write()`` context managers giving a ``Txn``.
+
+    ``dir_fd``: the store directory, opened and checked (kept open until
+    ``close``); ``root``: a path to that same directory (/proc/self/fd/N
+    where /proc exists, else ``path``)."""
 
     def __init__(self, path, durable=True, readonly=False, create=True):
         self.path = path
         self.readonly = readonly
         self.durable = durable
-        self.env = self._open_env(create)
+        self.dir_fd = None
+        self.root = path
+        self._broken = None       # why the environment had to be closed
+        self.env = self._open_env(create and not readonly)
         self.dbs = {}
         while True:
             try:
                 self._open_dbs()
                 return
             except lmdb.MapFullError:
-                self._grow()
+                try:
+                    self._grow()
+                except StoreFailure as e:
+                    self.close()
+                    raise StoreError("cannot open store %s: %s" % (path, e))
             except lmdb.NotFoundError:
-                self.env.close()
+                self.close()
                 raise StoreError("cannot open store %s: not an xs store" % path)
             except StoreError:
-                self.env.close()
+                self.close()
                 raise
             except lmdb.Error as e:
-                self.env.close()
+                self.close()
+                full = _disk_full(e, path)
+                if full:
+                    raise StoreError("%s while opening store %s (nothing was written)" % (full, path))
                 raise StoreError("cannot open store %s: %s" % (path, _lmdb_reason(e)))
 
     def _open_env(self, create):
+        """Open (with ``create``, make) the store directory and its files,
+        checked and private, then the LMDB environment on them."""
         path = self.path
+        made = False          # this call made the store directory
+        creating = False      # ... or is making data.mdb
         try:
-            if create and not self.readonly:
-                os.makedirs(path, exist_ok=True)
-            elif not os.path.isdir(path):
-                raise StoreError("cannot open store %s: no such store" % path)
-            return lmdb.open(path, map_size=INITIAL_MAP, max_dbs=len(codec.DATABASES) + 2,
-                             sync=self.durable, metasync=self.durable, writemap=False, lock=True,
-                             readonly=self.readonly, create=create and not self.readonly, max_readers=510)
-        except StoreError:
-            raise
-        except FileExistsError:
-            raise StoreError("cannot open store %s: a file is in the way (a store is a directory)" % path)
-        except NotADirectoryError:
-            raise StoreError("cannot open store %s: a path component is not a directory" % path)
-        except PermissionError:
-            raise StoreError("cannot open store %s: permission denied" % path)
-        except lmdb.Error as e:
-            raise StoreError("cannot open store %s: %s" % (path, _lmdb_reason(e)))
-        except OSError as e:
-            raise StoreError("cannot open store %s: %s" % (path, e.strerror or e))
+            self.dir_fd, made = _store_dir(path, create, not self.readonly)
+            fd = self.dir_fd
+            self.root = _pinned(fd, path)
+            strict = not self.readonly
+            data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
+            lock = check_entry(fd, "lock.mdb", "lock.mdb", "file", strict)
+            check_notify_dir(fd, strict)
+            if create and data is None:
+                creating = True
+                _make_file(fd, "data.mdb", self._fill_data, self.durable)
+            if lock is None and (create or data is not None):
+                try:
+                    _make_file(fd, "lock.mdb", _fill_lock, self.durable)
+                except OSError:
+                    if create:
+                        raise
+            return lmdb.open(self.root, map_size=INITIAL_MAP, max_dbs=MAX_DBS, sync=self.durable,
+                             metasync=self.durable, writemap=False, lock=True, readonly=self.readonly,
+                             create=create, max_readers=MAX_READERS, mode=0o600)
+        except BaseException as e:
+            self._close_dir()
+            if made:
+                try:
+                    os.rmdir(path)      # only if still empty: nothing is left behind
+                except OSError:
+                    pass
+            if isinstance(e, (StoreError, KeyboardInterrupt, SystemExit)):
+                raise
+            raise self._open_error(e, made or creating)
+
+    def _open_error(self, e, creating):
+        """The StoreError for a failure ``e`` while opening the store."""
+        path = self.path
+        if isinstance(e, UnsafeEntry):
+            return StoreError("refusing to open store %s: %s" % (path, e))
+        full = _disk_full(e, path)
+        if full:
+            return StoreError("%s while %s store %s (nothing was written)"
+                              % (full, "creating" if creating else "opening", path))
+        if isinstance(e, NotADirectoryError):
+            return StoreError("cannot open store %s: a path component is not a directory" % path)
+        if isinstance(e, PermissionError):
+            return StoreError("cannot open store %s: permission denied" % path)
+        if isinstance(e, lmdb.Error):
+            return StoreError("cannot open store %s: %s" % (path, _lmdb_reason(e)))
+        if isinstance(e, OSError):
+            return StoreError("cannot open store %s: %s" % (path, e.strerror or e))
+        return e
+
+    def _fill_data(self, fd, name):
+        """Make the temporary file ``name`` a complete, empty store:
+        its named databases and its format version, committed."""
+        env = lmdb.open("%s/%s" % (self.root, name), subdir=False, lock=False, map_size=INITIAL_MAP,
+                        max_dbs=MAX_DBS, sync=self.durable, metasync=self.durable, writemap=False,
+                        mode=0o600)
+        try:
+            with env.begin(write=True) as t:
+                for db in codec.DATABASES:
+                    env.open_db(db, txn=t)
+                t.put(codec.META_FORMAT, codec.encode_count(codec.FORMAT_VERSION), db=env.open_db(b"meta", txn=t))
+        finally:
+            env.close()
 
     def _open_dbs(self):
         """Open the named databases; create, check or migrate the format."""
@@ -142,8 +251,10 @@ class Store:
             try:
                 lt = self.env.begin(write=write)
             except lmdb.MapResizedError:
-                self.env.set_mapsize(0)
+                self._set_mapsize(0)
                 continue
+            except lmdb.Error as e:
+                raise StoreFailure(self._failure(e, write, savepoints))
             tx = Txn(self, lt, write, savepoints)
             try:
                 result = fn(tx)
@@ -154,7 +265,7 @@ class Store:
                     lt.abort()
             except Retry as e:
                 lt.abort()
-                self._grow() if e.grow else self.env.set_mapsize(0)
+                self._grow() if e.grow else self._set_mapsize(0)
                 continue
             except lmdb.MapFullError:
                 lt.abort()
@@ -162,17 +273,34 @@ class Store:
                 continue
             except lmdb.MapResizedError:
                 lt.abort()
-                self.env.set_mapsize(0)
+                self._set_mapsize(0)
                 continue
-            except lmdb.Error as e:
+            except (lmdb.Error, StoreFailure) as e:
                 lt.abort()
-                raise StoreFailure("the store failed: %s" % _lmdb_reason(e))
+                raise StoreFailure(self._failure(e, write, savepoints))
             except BaseException:
                 lt.abort()
                 raise
             if tx.changed:
                 notify(self, tx.changed)
             return result
+
+    def _failure(self, e, write, batch):
+        """What to tell about a transaction that failed with ``e`` (an
+        I/O error, a full disk): it was rolled back, so nothing of it
+        was written (``batch``: script mode's batch; None: a library
+        user's transaction)."""
+        if self._broken is not None:
+            return self._broken
+        reason = _lmdb_reason(e) if isinstance(e, lmdb.Error) else str(e)
+        if not write:
+            return "the store %s failed: %s" % (self.path, reason)
+        lost = {False: "nothing was written by this command", True: "nothing since the last reply was written",
+                None: "the transaction was rolled back"}[batch]
+        full = _disk_full(e, self.path)
+        if full:
+            return "%s while writing %s (%s)" % (full, self.path, lost)
+        return "the store %s failed: %s (%s)" % (self.path, reason, lost)
 
     def read(self):
         """``with store.read() as tx:`` a read transaction."""
@@ -185,11 +313,29 @@ class Store:
         return _TxnContext(self, True)
 
     def _grow(self):
-        size = self.env.info()["map_size"]
-        self.env.set_mapsize(size * 2)
+        self._set_mapsize(self.env.info()["map_size"] * 2)
+
+    def _set_mapsize(self, size):
+        """Map ``size`` bytes of the store (0: the size another process
+        chose).  If that fails (address space exhausted), LMDB has
+        already unmapped the store: the environment is closed, and this
+        and every later transaction fail with a message."""
+        try:
+            self.env.set_mapsize(size)
+        except lmdb.Error as e:
+            self._broken = ("cannot map store %s%s: %s (nothing was written by this command)"
+                            % (self.path, " at %d MiB" % (size >> 20) if size else "", _lmdb_reason(e)))
+            self.env.close()
+            raise StoreFailure(self._broken)
 
     def close(self):
         self.env.close()
+        self._close_dir()
+
+    def _close_dir(self):
+        fd, self.dir_fd = self.dir_fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class _TxnContext:
@@ -207,7 +353,10 @@ class _TxnContext:
     def __exit__(self, et, ev, tb):
         if et is None and self.write:
             self.tx.check_committable()
-            self.lt.commit()
+            try:
+                self.lt.commit()
+            except lmdb.Error as e:
+                raise StoreFailure(self.store._failure(e, True, None))
             if self.tx.changed:
                 notify(self.store, self.tx.changed)
         else:
@@ -218,3 +367,314 @@ class _TxnContext:
 def _lmdb_reason(e):
     text = str(e)
     return text.split(": ", 1)[-1] if ": " in text else text
+
+
+# ============================================================ private files
+
+def _store_dir(path, create, strict=True):
+    """(fd, made): the store directory, opened and checked to be the
+    user's own, made 0700 (``made``: this call created it).  The path's
+    last component may be a symbolic link if it is the user's own."""
+    made = False
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            raise StoreError("cannot open store %s: no such store" % path)
+        _mkdirs(os.path.dirname(os.path.abspath(path)))
+        try:
+            os.mkdir(path, 0o700)
+            made = True
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+    euid = os.geteuid()
+    if stat.S_ISLNK(st.st_mode):
+        if st.st_uid != euid:
+            raise UnsafeEntry("it is a symbolic link that belongs to another user (uid %d)" % st.st_uid)
+        flags = _O_DIR
+    elif stat.S_ISDIR(st.st_mode):
+        flags = _O_DIR | os.O_NOFOLLOW
+    else:
+        raise StoreError("cannot open store %s: a file is in the way (a store is a directory)" % path)
+    try:
+        fd = os.open(path, flags)
+    except NotADirectoryError:
+        raise StoreError("cannot open store %s: a file is in the way (a store is a directory)" % path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeEntry("it was replaced by a symbolic link")
+        raise
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != euid:
+            raise UnsafeEntry("it belongs to another user (uid %d)" % st.st_uid)
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            try:
+                os.fchmod(fd, 0o700)
+            except OSError:
+                if strict:
+                    raise
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, made
+
+
+def _mkdirs(path):
+    """Make the missing directories of ``path``, 0700 (XDG's advice)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        _mkdirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+
+
+def _pinned(fd, path):
+    """A path to the directory open as ``fd`` that cannot be switched
+    under us: /proc/self/fd/N where /proc exists."""
+    p = "/proc/self/fd/%d" % fd
+    return p if os.path.isdir(p) else path
+
+
+def _lstat(dir_fd, name):
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _unsafe(st, kind):
+    """Why an entry of a store (its lstat) must not be used, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if kind == "dir" and not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if kind == "file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "belongs to another user (uid %d)" % st.st_uid
+    if kind == "file" and st.st_nlink > 1:
+        return "has another hard link"
+    return None
+
+
+def _private(dir_fd, name, st, kind, strict):
+    """Set the mode of a checked entry to 0700 / 0600 if it is not
+    (``strict``: a failure to do so is an error)."""
+    want = 0o700 if kind == "dir" else 0o600
+    if stat.S_IMODE(st.st_mode) != want:
+        try:
+            os.chmod(name, want, dir_fd=dir_fd)
+        except OSError:
+            if strict:
+                raise
+
+
+def check_entry(dir_fd, name, label, kind, strict=True):
+    """Check the entry ``name`` of the directory ``dir_fd`` (``kind``:
+    "file" or "dir"), if it exists, and make it private; raises
+    UnsafeEntry naming it ``label``.  Returns its lstat or None."""
+    st = _lstat(dir_fd, name)
+    if st is None:
+        return None
+    why = _unsafe(st, kind)
+    if why == "has another hard link" and _being_made(dir_fd, name, st):
+        why = None
+    if why:
+        raise UnsafeEntry("%s %s" % (label, why))
+    _private(dir_fd, name, st, kind, strict)
+    return st
+
+
+def check_notify_dir(dir_fd, strict=True):
+    """Check notify/.  If it is not 0700 it was made by an older xs, and
+    others may have written in it: make it private first, then check
+    everything in it (once: it is 0700 from then on)."""
+    st = check_entry(dir_fd, NOTIFY_DIR, NOTIFY_DIR, "dir", strict)
+    if st is None or stat.S_IMODE(st.st_mode) == 0o700:
+        return
+    nfd = open_private_dir(dir_fd, NOTIFY_DIR, NOTIFY_DIR, create=False, strict=strict)
+    try:
+        for name in os.listdir(nfd):
+            label = "%s/%s" % (NOTIFY_DIR, name)
+            sub = _lstat(nfd, name)
+            if sub is not None and stat.S_ISDIR(sub.st_mode):
+                qfd = open_private_dir(nfd, name, label, create=False, strict=strict)
+                try:
+                    for ticket in os.listdir(qfd):
+                        check_entry(qfd, ticket, "%s/%s" % (label, ticket), "file", strict)
+                finally:
+                    os.close(qfd)
+            else:
+                check_entry(nfd, name, label, "file", strict)
+    finally:
+        os.close(nfd)
+
+
+def open_private_dir(dir_fd, name, label, create=True, strict=True):
+    """The directory ``name`` in ``dir_fd`` (made if missing and
+    ``create``), opened without following a link, checked and made
+    0700; the caller closes the descriptor.  Raises UnsafeEntry (named
+    ``label``) or OSError."""
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as e:
+        st = _lstat(dir_fd, name) if e.errno in (errno.ELOOP, errno.ENOTDIR) else None
+        if st is not None:
+            raise UnsafeEntry("%s %s" % (label, _unsafe(st, "dir") or "cannot be opened"))
+        raise
+    try:
+        st = os.fstat(fd)
+        why = _unsafe(st, "dir")
+        if why:
+            raise UnsafeEntry("%s %s" % (label, why))
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            try:
+                os.fchmod(fd, 0o700)
+            except OSError:
+                if strict:
+                    raise
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def make_private_file(dir_fd, name, label, exclusive=False):
+    """Create (or, unless ``exclusive``, open) the empty file ``name`` in
+    ``dir_fd``, 0600, without following a link.  Raises UnsafeEntry
+    (named ``label``) or OSError."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        f = os.open(name, flags | (os.O_EXCL if exclusive else 0), 0o600, dir_fd=dir_fd)
+    except OSError as e:
+        st = _lstat(dir_fd, name) if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR) else None
+        if st is not None:
+            raise UnsafeEntry("%s %s" % (label, _unsafe(st, "file") or "cannot be opened"))
+        raise
+    try:
+        st = os.fstat(f)
+        why = _unsafe(st, "file")
+        if why:
+            raise UnsafeEntry("%s %s" % (label, why))
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            os.fchmod(f, 0o600)
+    finally:
+        os.close(f)
+
+
+def _make_file(dir_fd, name, fill, durable):
+    """Make the store file ``name`` if it is missing: made complete under
+    a temporary name by ``fill(fd, temporary name)``, then hard-linked
+    into place, so that no process sees it half made.  If another
+    process linked its own first, theirs stands."""
+    if _lstat(dir_fd, name) is not None:
+        return
+    _sweep(dir_fd, name)
+    tmp = "%s%s%d-%d" % (name, TEMP_MARK, os.getpid(), time.monotonic_ns())
+    f = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        if stat.S_IMODE(os.fstat(f).st_mode) != 0o600:
+            os.fchmod(f, 0o600)
+        fill(f, tmp)
+        try:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            if _lstat(dir_fd, name) is None:       # no hard links here
+                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        if durable:
+            os.fsync(dir_fd)
+    finally:
+        os.close(f)
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+
+
+def _fill_lock(fd, name):
+    """Allocate the whole lock file, so that LMDB never writes through
+    its shared mapping into a page the file system must still find
+    room for (SIGBUS on a full disk)."""
+    try:
+        os.posix_fallocate(fd, 0, LOCK_SIZE)
+        return
+    except AttributeError:              # not on this system
+        pass
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+    os.pwrite(fd, bytes(LOCK_SIZE), 0)  # a new file nobody else has open
+
+
+def _being_made(dir_fd, name, st):
+    """Whether the second link of ``name`` is only the temporary name
+    ``_make_file`` removes right after linking: wait a moment for it to
+    go (remove it if the process that made it is gone)."""
+    for _ in range(100):
+        _sweep(dir_fd, name)
+        now = _lstat(dir_fd, name)
+        if now is None or now.st_ino != st.st_ino:
+            return False
+        if now.st_nlink == 1:
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def _sweep(dir_fd, name):
+    """Remove the temporary files of ``name`` whose maker is gone (killed
+    while making it)."""
+    prefix = name + TEMP_MARK
+    for other in os.listdir(dir_fd):
+        if other.startswith(prefix):
+            try:
+                os.kill(int(other[len(prefix):].split("-", 1)[0]), 0)
+            except ProcessLookupError:
+                try:
+                    os.unlink(other, dir_fd=dir_fd)
+                except OSError:
+                    pass
+            except (ValueError, OSError):
+                pass
+
+
+def _disk_full(e, path):
+    """"no space left on device" (or "disk quota exceeded") if the error
+    ``e`` (OSError or lmdb.Error) says the file system holding ``path``
+    is full, else None.  LMDB reports a short write as EIO: that counts
+    when the file system has next to no space left."""
+    code = getattr(e, "errno", None)
+    text = str(e)
+    if code == errno.ENOSPC or os.strerror(errno.ENOSPC) in text:
+        return "no space left on device"
+    if code == errno.EDQUOT or os.strerror(errno.EDQUOT) in text:
+        return "disk quota exceeded"
+    if code == errno.EIO or os.strerror(errno.EIO) in text:
+        p = os.path.abspath(path)
+        while True:
+            try:
+                st = os.statvfs(p)
+                break
+            except OSError:
+                if os.path.dirname(p) == p:
+                    return None
+                p = os.path.dirname(p)
+        free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+        if free < LOW_SPACE:
+            return "no space left on device"
+    return None
