@@ -427,7 +427,7 @@ def id_from_pel_key(key):
 def encode_pending(cid, delivery_time, delivery_count):
     """A PEL record, 24 bytes: owner (0: unowned, after XNACK), time key
     (last delivery time; the NACK order for unowned entries), delivery
-    count (up to LLONG_MAX)."""
+    count (a uint64, as in Redis)."""
     return _PENDING.pack(cid, delivery_time, delivery_count)
 
 

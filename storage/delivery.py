@@ -7,7 +7,7 @@ from storage.budget import Budget
 from storage.groups import need_group
 from storage.ids import MAX_ID, MIN_ID, fmt, incr
 from storage.options import raise_deferred
-from storage.pel import bump
+from storage.pel import bump, shown
 
 # ============================================================ XREADGROUP
 
@@ -115,7 +115,7 @@ def _claim_idle(p, m, g, c, min_idle, count, budget):
         old = record(i)
         idle = now - old[1] if old[0] else now
         moves.append((i, old))
-        out.append([fmt(i), fields, idle if idle > 0 else 0, old[2]])
+        out.append([fmt(i), fields, idle if idle > 0 else 0, shown(old[2])])
     p.pel.deliver_many(g, moves, c, now)
     return out
 

@@ -19,11 +19,26 @@ class RedisError(Exception):
         return self.text
 
 
-def _s(b):
-    """Bytes from the user, shown inside an error message."""
-    if isinstance(b, bytes):
-        return b.decode("utf-8", "surrogateescape")
-    return str(b)
+def _c(b, limit=None):
+    """User bytes as Redis's ``%s`` / ``%.Ns`` formats them: a C string,
+    so the text stops at a NUL, cut to ``limit`` bytes."""
+    if not isinstance(b, bytes):
+        b = str(b).encode("utf-8", "surrogateescape")
+    nul = b.find(b"\0")
+    if nul >= 0:
+        b = b[:nul]
+    return b if limit is None else b[:limit]
+
+
+def _show(b):
+    """Error bytes -> text, as Redis sends an error: CR and LF become
+    spaces (a reply line cannot hold them)."""
+    return b.replace(b"\r", b" ").replace(b"\n", b" ").decode("utf-8", "surrogateescape")
+
+
+def _s(b, limit=None):
+    """Bytes from the user, shown inside an error message (see _c, _show)."""
+    return _show(_c(b, limit))
 
 
 # ----------------------------------------------------------- generic errors
@@ -41,12 +56,18 @@ def wrong_arity(fullname):
 
 
 def unknown_command(name, args):
-    shown = "".join("'%s' " % _s(a)[:128] for a in args)
-    return RedisError("ERR unknown command '%s', with args beginning with: %s" % (_s(name)[:128], shown))
+    """The arguments are quoted while fewer than 128 bytes are shown, the
+    last one cut so that the quoted text stays within 128."""
+    shown = b""
+    for a in args:
+        if len(shown) >= 128:
+            break
+        shown += b"'%s' " % _c(a, 128 - len(shown))
+    return RedisError("ERR unknown command '%s', with args beginning with: %s" % (_s(name, 128), _show(shown)))
 
 
 def unknown_subcommand(sub, container):
-    return RedisError("ERR unknown subcommand '%s'. Try %s HELP." % (_s(sub)[:128], container.upper()))
+    return RedisError("ERR unknown subcommand '%s'. Try %s HELP." % (_s(sub, 128), container.upper()))
 
 
 def no_such_key():
@@ -55,6 +76,14 @@ def no_such_key():
 
 def invalid_cursor():
     return RedisError("ERR invalid cursor")
+
+
+def unknown_type_name(name):
+    return RedisError("ERR unknown type name '%s'" % _s(name))
+
+
+def novalues_only_hscan():
+    return RedisError("ERR NOVALUES option can only be used in HSCAN")
 
 
 def internal(exc):
@@ -304,7 +333,7 @@ def numids_mismatch():
 
 def subcommand_syntax(sub, container):
     return RedisError("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP."
-                      % (_s(sub)[:128], container.upper()))
+                      % (_s(sub, 128), container.upper()))
 
 
 def xclaim_option(opt):

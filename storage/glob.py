@@ -4,6 +4,11 @@
 
 
 def match(pattern, string, nocase=False):
+    """KEYS / SCAN MATCH: ``*`` alone matches every name (the empty one
+    too: Redis skips matching for it); any other pattern goes through
+    the matcher, where even ``**`` does not match the empty name."""
+    if pattern == b"*":
+        return True
     if nocase:
         pattern, string = pattern.lower(), string.lower()
     return _match(pattern, 0, string, 0, 0)
@@ -13,6 +18,7 @@ def _match(p, pi, s, si, depth):
     if depth > 1000:
         return False
     plen, slen = len(p), len(s)
+    entered = si < slen         # trailing stars are skipped only after a match step
     while pi < plen and si < slen:
         c = p[pi]
         if c == 42:  # '*'
@@ -67,7 +73,7 @@ def _match(p, pi, s, si, depth):
                 return False
             si += 1
         pi += 1
-    if si == slen:
+    if si == slen and entered:
         while pi < plen and p[pi] == 42:
             pi += 1
     return pi == plen and si == slen

@@ -10,7 +10,7 @@ from storage import errors, lag
 from storage.ids import MAX_ID, MIN_ID
 from storage.info import ConsumerDetail, ConsumerInfo, GroupDetail, GroupInfo, PendingRow, PendingSummary
 from storage.options import ACKED, raise_deferred
-from storage.pel import LLONG_MAX
+from storage.pel import LLONG_MAX, shown
 from storage.refs import KEPT
 
 # ============================================================== lookups
@@ -211,9 +211,9 @@ def pending_range(p, name, group, o):
             idle = max(0, p.now - t)
             if o.min_idle and idle < o.min_idle:
                 continue
-            out.append(PendingRow(id=i, consumer=p.groups.consumer_name(g, cid), idle=idle, deliveries=cnt))
+            out.append(PendingRow(id=i, consumer=p.groups.consumer_name(g, cid), idle=idle, deliveries=shown(cnt)))
         else:
-            out.append(PendingRow(id=i, consumer=b"", idle=-1, deliveries=cnt))
+            out.append(PendingRow(id=i, consumer=b"", idle=-1, deliveries=shown(cnt)))
         if len(out) >= o.count:
             break
     return out
@@ -259,10 +259,13 @@ def group_details(p, m, count):
             if not cid:
                 nacked += 1
             if not count or len(pend) < count:
-                pend.append((i, p.groups.consumer_name(g, cid) if cid else b"", t if cid else 0, cnt))
+                pend.append((i, p.groups.consumer_name(g, cid) if cid else b"", t if cid else 0, shown(cnt)))
         consumers = []
         for c in p.groups.consumers(g):
-            rows = [(i,) + tuple(p.pel.get(g, i)[1:]) for i in p.pel.owned(g, c.cid, MIN_ID, MAX_ID, count)]
+            rows = []
+            for i in p.pel.owned(g, c.cid, MIN_ID, MAX_ID, count):
+                _, t, cnt = p.pel.get(g, i)
+                rows.append((i, t, shown(cnt)))
             consumers.append(ConsumerDetail(name=c.name, seen_time=c.seen_time, active_time=c.active_time,
                                             pel_count=c.pel_count, pending=rows))
         out.append(GroupDetail(name=g.name, last_delivered_id=g.last_id,

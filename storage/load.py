@@ -281,7 +281,7 @@ class Loader:
         i = self._pending_id(where, g, i)
         consumer = _bytes(where, "consumer name", consumer)
         time = _int(where, "delivery-time", time, 0, I64)
-        count = _int(where, "delivery-count", count, 0, I64)
+        count = _int(where, "delivery-count", count, 0, U64)
         c = self.p.groups.consumer(g, consumer)
         if c is None:
             c = self.p.groups.create_consumer(g, consumer, self.p.now)
@@ -290,7 +290,7 @@ class Loader:
     def _nacked(self, where, name, group, i, count):
         m, g = self._group_of(where, name, group)
         i = self._pending_id(where, g, i)
-        count = _int(where, "delivery-count", count, 0, I64)
+        count = _int(where, "delivery-count", count, 0, U64)
         self.p.pel.nack(g, i, count, None)
 
 

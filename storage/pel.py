@@ -18,11 +18,19 @@ Only this class writes the three databases or those two counts.
 from storage import codec
 
 LLONG_MAX = (1 << 63) - 1
+_U64 = (1 << 64) - 1
 
 
 def bump(n):
-    """One more delivery, saturating at LLONG_MAX as Redis does."""
-    return n if n == LLONG_MAX else n + 1
+    """One more delivery.  Redis keeps the count in a uint64_t and
+    increments it without a check, so it wraps at 2^64."""
+    return (n + 1) & _U64
+
+
+def shown(n):
+    """A delivery count as Redis replies with it (addReplyLongLong of
+    the uint64_t): counts of 2^63 and over come out negative."""
+    return n - (1 << 64) if n > LLONG_MAX else n
 
 
 class Pel:

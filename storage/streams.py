@@ -288,10 +288,9 @@ def stream_info(p, name, o):
                       last_generated_id=m.last_id, max_deleted_entry_id=m.max_deleted,
                       entries_added=m.entries_added, recorded_first_entry_id=log.first_id(m),
                       full=o.full)
-    if m.idmp_cfg:
-        pids, iids, added, dups = m.idmp_stats
-        info.idmp = IdmpInfo(duration=m.idmp_duration, maxsize=m.idmp_maxsize, pids_tracked=pids,
-                             iids_tracked=iids, iids_added=added, iids_duplicates=dups)
+    pids, iids, added, dups = m.idmp_stats      # shown for every stream (Redis 8.6+)
+    info.idmp = IdmpInfo(duration=m.idmp_duration, maxsize=m.idmp_maxsize, pids_tracked=pids,
+                         iids_tracked=iids, iids_added=added, iids_duplicates=dups)
     if not o.full:
         first = log.entries(m, MIN_ID, MAX_ID, 1)
         last = log.entries(m, MIN_ID, MAX_ID, 1, rev=True)

@@ -323,7 +323,10 @@ def test_replies_match_redis(case, request, tmp_path):
 def test_text_output_is_byte_identical_to_redis_cli(case, flag, redis, tmp_path):
     if not shutil.which("redis-cli"):
         pytest.skip("redis-cli is not installed")
-    lines = expand(case.lines)
+    # XINFO STREAM is compared in JSON only (test_replies_match_redis, where
+    # newer fields are allowed): Redis 8.6+ prints idmp-* fields for every
+    # stream, which the 7.0 reference server does not have.
+    lines = [l for l in expand(case.lines) if not re.match(r"(?i)\s*XINFO\s+STREAM\b", l)]
     want = text_norm(redis_cli_text(redis, lines, flag))
     p = xs_run(tmp_path / ("xs-store" + flag), lines, flag.lstrip("-"))
     got = text_norm(p.stdout)

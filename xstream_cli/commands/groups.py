@@ -294,7 +294,7 @@ def parse_xautoclaim(argv):
         u = argv[j].upper()
         if u == b"COUNT" and j + 1 < n:
             count = ll(argv[j + 1], errors.count_positive)
-            if count < 1 or count > (1 << 63) // 16:
+            if count < 1 or count > ((1 << 63) - 1) // 16:     # LONG_MAX / sizeof(streamID)
                 raise errors.count_positive()
             j += 1
         elif u == b"JUSTID":

@@ -381,7 +381,10 @@ def _read_id(a, xreadgroup):
         if xreadgroup:
             raise errors.plus_in_xreadgroup()
         return b"+"
-    return parse_id(a, 0, strict=True)
+    i = parse_id(a, 0, strict=True)
+    if xreadgroup and i == MAX_ID:
+        return b">"        # Redis parses ">" as this very ID: they are one
+    return i
 
 
 def read_reply(res):
