@@ -238,17 +238,18 @@ class _Out:
         import termios
         delay = 0.2                             # ms, doubling to 50
         unread = array.array("i", [0])
+        gone = False
         while True:
             try:
                 fcntl.ioctl(self.fd, termios.FIONREAD, unread, True)   # bytes still in the pipe
             except OSError:                     # the kernel cannot say: written is all we know
                 self.confirm = False
                 return True
-            left = unread[0]
-            if left <= 0:
-                return True
-            if self._poll.poll(delay):
+            if unread[0] <= 0:
+                return True                     # taken (perhaps just before the reader left)
+            if gone:
                 return False                    # the reader left with the line unread
+            gone = bool(self._poll.poll(delay))  # POLLERR: no reader any more; look once more
             delay = min(delay * 2, 50.0)
 
 
