@@ -224,6 +224,8 @@ class _Out:
             sys.stdout.buffer.flush()
         except BrokenPipeError:
             return False
+        except OSError as e:             # EIO, ENOSPC, ...: stdout is unusable
+            raise _WriteError(e.strerror or str(e))
         return True
 
     def put(self, data):
@@ -255,6 +257,10 @@ class _Out:
 
 class _Closed(Exception):
     """stdout's reader is gone."""
+
+
+class _WriteError(Exception):
+    """stdout cannot be written (the message says why)."""
 
 
 # ------------------------------------------------------------------ reading
@@ -398,9 +404,9 @@ def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
     except RedisError as e:
         sys.stderr.write("%s\n" % e.text)
         return 1
-    except OSError as e:                 # stdout unusable (EIO, ENOSPC, ...)
+    except _WriteError as e:
         try:
-            sys.stderr.write("xs: cannot write output: %s\n" % (e.strerror or e))
+            sys.stderr.write("xs: cannot write output: %s\n" % e)
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
