@@ -100,6 +100,15 @@ def test_tail_group_no_ack_leaves_every_entry_pending(db):
     assert pending_ids(db) == []
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_tail_group_into_an_unwritable_output_fails_in_one_line_and_acks_nothing(db):
+    ids = _group_with(db, 3)
+    p = sh("%s --db '%s' tail --group g --consumer c s > /dev/full" % (XS_SH, db))
+    assert p.returncode == 1
+    assert p.stderr == b"xs: cannot write output: No space left on device\n"
+    assert pending_ids(db) == ids
+
+
 def test_tail_no_ack_needs_a_group(db):
     p = sh("%s --db '%s' tail --no-ack s" % (XS_SH, db))
     assert p.returncode == 2 and b"--no-ack" in p.stderr and b"Traceback" not in p.stderr
