@@ -243,10 +243,10 @@ def test_a_failing_command_in_a_batch_changes_nothing_and_the_others_commit(tmp_
         def batch(tx):
             for line in seq:
                 before = full_dump(store, tx._lt)
-                replies, _, blocked, failed = _Batch(session, tx, 0).run([line.encode()], 0)
-                assert blocked is None
-                if failed:
-                    assert full_dump(store, tx._lt) == before, (line, replies)
+                b = _Batch(session, tx, 0).run([line.encode()], 0)
+                assert b.blocked is None
+                if b.failed:
+                    assert full_dump(store, tx._lt) == before, (line, b.replies)
             return full_dump(store, tx._lt)
         inside = store.run(batch, write=True, savepoints=True)
         assert full_dump(store) == inside       # what the batch did is what was committed

@@ -73,6 +73,16 @@ class Session:
         else:
             self.render = RENDERERS[mode]
         self.failed = False
+        self.quit = False            # a script's "quit" / "exit" line was met
+        self._repeat = None          # (line index, argv, times left) of a repeated line cut by a block
+
+    def message(self, text):
+        """A redis-cli message that is not a reply ("Invalid argument(s)"):
+        plain text, or in --json an error document like any other."""
+        if self.mode == "json":
+            import json
+            return (json.dumps({"error": text}) + "\n").encode()
+        return text.encode() + b"\n"
 
     @property
     def store(self):
@@ -187,12 +197,13 @@ class Session:
     # ------------------------------------------------------------ script mode
 
     def run_script(self, fd, out):
-        """Read commands from file descriptor ``fd`` until EOF; write
-        replies to the binary stream ``out``.  Returns the exit status."""
+        """Read commands from file descriptor ``fd`` until EOF (or a
+        ``quit`` / ``exit`` line); write replies to the binary stream
+        ``out``.  Returns the exit status."""
         import select
         buf = b""
         eof = False
-        while not eof:
+        while not eof and not self.quit:
             try:
                 data = os.read(fd, 1 << 20)
             except InterruptedError:
@@ -222,15 +233,17 @@ class Session:
         white space, 2 single-spaced words."""
         start = 0
         n = len(lines)
-        while start < n:
-            replies, start, blocked, failed = self.store.run(
-                lambda tx: _Batch(self, tx, plain).run(lines, start), write=True, savepoints=True)
-            self.failed |= failed
-            if replies:
-                out.write(b"".join(replies))
+        while start < n and not self.quit:
+            b = self.store.run(lambda tx: _Batch(self, tx, plain).run(lines, start, self._repeat),
+                               write=True, savepoints=True)
+            start, self._repeat = b.next, b.repeat_left
+            self.failed |= b.failed
+            self.quit = b.quit
+            if b.replies:
+                out.write(b"".join(b.replies))
                 out.flush()
-            if blocked is not None:
-                r = self.block(*blocked)
+            if b.blocked is not None:
+                r = self.block(*b.blocked)
                 if isinstance(r, RedisError):
                     self.failed = True
                 out.write(self.render(r))
@@ -245,17 +258,31 @@ class _Batch:
         self.tx = tx
         self.plain = plain
         self.render = session.render
+        self.message = session.message
         self.fast_ids = _FAST_IDS.get(session.mode)
         self.replies = []
         self.failed = False
+        self.next = 0                # the next line to run
+        self.blocked = None          # (cmd, args, Wait) of the line that must wait
+        self.repeat_left = None      # (line index, argv, times) still to run after it
+        self.quit = False
 
-    def run(self, lines, start):
-        """Returns (rendered replies, next line index, blocked command or
-        None, whether a command failed)."""
+    def _stop(self, i, blocked=None, repeat_left=None):
+        self.next, self.blocked, self.repeat_left = i, blocked, repeat_left
+        return self
+
+    def run(self, lines, start, repeat=None):
+        """Run lines from ``start`` (first the rest of a repeated line cut
+        by a block, ``repeat``) until the end or a line that blocks.
+        Returns self: replies, next, blocked, repeat_left, failed, quit."""
         app = self.replies.append
         run = []                     # a run of plain "XADD key * f v ..." lines
         i = start
         n = len(lines)
+        if repeat is not None and repeat[0] == start:
+            stopped = self._repeated(repeat[1], repeat[2], start)
+            if stopped is not None:
+                return stopped
         if self.plain == 2 and self.fast_ids is not None:
             # bulk ingest of single-spaced lines: "XADD key * f v f v" needs
             # no full split; its fields in text form are the rest of the
@@ -282,11 +309,26 @@ class _Batch:
                     argv = split_line(line)
                 except SplitError:
                     self._flush_run(run)
-                    app(b"Invalid argument(s)\n")
+                    app(self.message("Invalid argument(s)"))
                     self.failed = True
                     continue
             if not argv:
                 continue
+            if argv[0].lower() in _QUIT:             # redis-cli ends the script here
+                self._flush_run(run)
+                self.quit = True
+                return self._stop(n)
+            if len(argv) > 1:
+                times = _repeat_count(argv[0])
+                if times is not None:                # "3 XADD s * f v": a repeat count
+                    self._flush_run(run)
+                    if times <= 0:
+                        app(self.message("Invalid redis-cli repeat command option value."))
+                        continue
+                    stopped = self._repeated(argv[1:], times, i)
+                    if stopped is not None:
+                        return stopped
+                    continue
             na = len(argv)
             if self.fast_ids is not None and na >= 5 and na & 1 and argv[2] == b"*" \
                     and argv[0].upper() == b"XADD":
@@ -295,9 +337,19 @@ class _Batch:
             self._flush_run(run)
             blocked = self._one(argv)
             if blocked is not None:
-                return self.replies, i, blocked, self.failed
+                return self._stop(i, blocked)
         self._flush_run(run)
-        return self.replies, i, None, self.failed
+        return self._stop(i)
+
+    def _repeated(self, argv, times, nxt):
+        """Run ``argv`` ``times`` times; if one must wait, stop there (the
+        rest is run after it, from line ``nxt``).  None if all ran."""
+        while times:
+            times -= 1
+            blocked = self._one(list(argv))
+            if blocked is not None:
+                return self._stop(nxt, blocked, (nxt, argv, times) if times else None)
+        return None
 
     def _one(self, argv):
         """Run one command; returns (cmd, args, Wait) if it must block."""
@@ -373,4 +425,25 @@ def _ids_quoted(ids):
 
 
 _XADD = frozenset((b"XADD", b"xadd"))
+_QUIT = frozenset((b"quit", b"exit"))
+_LONG_MAX = (1 << 63) - 1
+
+
+def _repeat_count(word):
+    """redis-cli's repeat count (``strtol`` over the whole first word):
+    the count, 0 for a word that is a number but not a valid count
+    (zero, negative, out of range, or no digits at all), or None when the
+    word is not a number (then it is the command)."""
+    if not word:
+        return 0                 # strtol converts nothing and stops at the end
+    t = word.lstrip(b" \t\n\v\f\r")
+    neg = t[:1] == b"-"
+    if t[:1] in (b"+", b"-"):
+        t = t[1:]
+    if not t or not t.isdigit():
+        return None
+    d = t.lstrip(b"0")
+    if neg or len(d) > 19 or int(d or b"0") > _LONG_MAX:
+        return 0
+    return int(d or b"0")
 _FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}

@@ -2,7 +2,8 @@
 (``sdssplitargs``): spaces separate; "double quotes" take backslash
 escapes (\\n \\r \\t \\b \\a \\xHH, any other escaped char is itself);
 'single quotes' are literal but for \\'; a quote in the middle of a word
-starts quoting; a closing quote must be followed by a space or the end.
+starts quoting; a closing quote must be followed by white space (isspace: \\v and \\f
+too) or the end.
 """
 
 _SKIP = frozenset(b" \n\r\t\v\f")  # skipped between words (isspace)
@@ -43,7 +44,7 @@ def split_line(line):
                     c2 = line[i]
                     cur.append(_ESC.get(c2, c2))
                 elif ch == 34:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
+                    if i + 1 < n and line[i + 1] not in _SKIP:
                         raise SplitError()
                     i += 1
                     break
@@ -57,7 +58,7 @@ def split_line(line):
                     i += 1
                     cur.append(39)
                 elif ch == 39:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
+                    if i + 1 < n and line[i + 1] not in _SKIP:
                         raise SplitError()
                     i += 1
                     break
