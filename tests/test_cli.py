@@ -312,3 +312,16 @@ def test_script_with_bad_lines_keeps_good_lines_and_reports_errors(db):
     out = [json.loads(x) for x in p.stdout.decode("utf-8", "surrogateescape").splitlines()]
     assert out[0] == "1-0" and out[-1] == 1
     assert all(isinstance(x, dict) and "error" in x for x in out[1:-1] if x is not None)
+
+
+def test_a_store_failure_under_a_porcelain_command_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
+    from storage.txn import StoreFailure
+    from xstream_cli import app, context
+
+    def failing(*a, **kw):
+        raise StoreFailure("no space left on device while writing %s" % tmp_path)
+    monkeypatch.setattr(context, "open_store", failing)
+    code = app.run_click(["--db", str(tmp_path / "db"), "tail", "s"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == "xs: no space left on device while writing %s\n" % tmp_path

@@ -128,7 +128,16 @@ register_all(cli)
 
 
 def run_click(args):
+    from storage.store import StoreError
+    from storage.txn import StoreFailure
     try:
         return cli.main(args, prog_name="xs", standalone_mode=True)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except (StoreFailure, StoreError) as e:
+        # the store failed under a porcelain command (a full disk while
+        # tail acks, a link planted while it waits): one line, never a traceback
+        try:
+            context.fail(str(e))
+        except SystemExit as x:
+            return x.code
