@@ -84,6 +84,11 @@ class StoreError(Exception):
     """The store cannot be opened or used (not a Redis error reply)."""
 
 
+class NeedsWriteAccess(StoreError):
+    """A read-only open is not enough: the store does not exist yet, lacks
+    a database, or must be upgraded.  An open for writing may succeed."""
+
+
 class UnsafeEntry(Exception):
     """An entry of a store that must not be used: a link, another user's,
     or not of the kind it should be.  The text names it: ``lock.mdb is a
@@ -119,7 +124,7 @@ class Store:
                     raise StoreError("cannot open store %s: %s" % (path, e))
             except lmdb.NotFoundError:
                 self.close()
-                raise StoreError("cannot open store %s: not an xs store" % path)
+                raise (NeedsWriteAccess if readonly else StoreError)("cannot open store %s: not an xs store" % path)
             except StoreError:
                 self.close()
                 raise
@@ -236,7 +241,7 @@ class Store:
         if version < codec.OLDEST_FORMAT:
             raise StoreError("store %s has format %d, older than any this xs can upgrade" % (self.path, version))
         if version < codec.FORMAT_VERSION and not writable:
-            raise StoreError("store %s has format %d; open it once with write access to upgrade it to "
+            raise NeedsWriteAccess("store %s has format %d; open it once with write access to upgrade it to "
                              "format %d" % (self.path, version, codec.FORMAT_VERSION))
         return version
 
@@ -380,7 +385,7 @@ def _store_dir(path, create, strict=True):
         st = os.lstat(path)
     except FileNotFoundError:
         if not create:
-            raise StoreError("cannot open store %s: no such store" % path)
+            raise NeedsWriteAccess("cannot open store %s: no such store" % path)
         _mkdirs(os.path.dirname(os.path.abspath(path)))
         try:
             os.mkdir(path, 0o700)

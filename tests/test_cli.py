@@ -325,3 +325,26 @@ def test_a_store_failure_under_a_porcelain_command_is_one_line_not_a_traceback(m
     err = capsys.readouterr().err
     assert code == 1
     assert err == "xs: no space left on device while writing %s\n" % tmp_path
+
+
+def test_a_one_shot_read_does_not_wait_for_a_running_writer(tmp_path):
+    """Readers take no lock: XLEN answers while another process holds the
+    store's write transaction (a long import, a script batch)."""
+    db = str(tmp_path / "db")
+    env = dict(os.environ, XS_NO_SYNC="1")
+    subprocess.run(XS + ["--db", db, "XADD", "s", "1-0", "f", "v"], check=True, capture_output=True, env=env)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom storage.store import Store\ns = Store(sys.argv[1])\n"
+         "with s.write() as tx:\n    tx.length(b's')\n    print('holding', flush=True)\n    time.sleep(30)\n", db],
+        stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert holder.stdout.readline() == b"holding\n"
+        p = subprocess.run(XS + ["--db", db, "XLEN", "s"], capture_output=True, timeout=10, env=env)
+        assert p.stdout == b"1\n" and p.returncode == 0
+        p = subprocess.run(XS + ["--db", db, "XRANGE", "s", "-", "+", "COUNT", "1"], capture_output=True,
+                           timeout=10, env=env)
+        assert p.stdout == b"1-0\nf\nv\n"
+    finally:
+        holder.kill()
+        holder.wait()

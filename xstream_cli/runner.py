@@ -14,7 +14,7 @@ def run_one(g, argv):
     from storage.errors import RedisError
     from storage.txn import StoreFailure
     mode = context.resolve_mode(g.mode)
-    s = context.open_session(g, mode)
+    s = context.open_session(g, mode, reads_only=_reads_only(argv))
     try:
         r = s.execute(argv)
     except KeyboardInterrupt:
@@ -47,3 +47,19 @@ def run_script(g):
         return EXIT_INTERRUPTED
     except StoreFailure as e:
         context.fail(str(e))
+
+
+def _reads_only(argv):
+    """True for a known command that never writes and never waits (XLEN,
+    XRANGE, XINFO, XREAD without BLOCK, ...): it can run on a read-only
+    open of the store.  A blocking read opens the store for writing: it
+    makes and watches the store's notification files."""
+    from storage.errors import RedisError
+    from xstream_cli.commands import lookup
+    try:
+        cmd = lookup(argv)
+        if cmd.write:
+            return False
+        return not cmd.blocking or cmd.parse(argv)[0].block is None
+    except RedisError:
+        return False
