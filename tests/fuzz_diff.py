@@ -19,7 +19,9 @@ tests/test_fuzz_differential.py` is the long run).
 
 What a sequence is
 ------------------
-10 to 40 commands over every stream command and option xs implements
+10 to 40 commands (one sequence in eight first fills a stream with 20 to
+130 entries, often read in part by a group) over every stream command and
+option xs implements
 (xstream_cli/commands/__init__.py), with small pools of keys, groups and
 consumers so that commands interact: explicit IDs mostly (a per-sequence
 clock keeps XADD succeeding), `*` sometimes, `ms-*`, edge IDs (0-0, 0-1,
@@ -75,7 +77,10 @@ after each command splits the output); commands whose text shows times
 
 --minimize reduces every new divergence (delta debugging over commands,
 then over arguments) to the shortest sequence that still shows it, and
-prints it as a redis-cli script.
+prints it as a redis-cli script; --show-known --minimize-known does the
+same for the first example of every OPEN divergence.  XS_FUZZ_ROOT=DIR
+runs the xstream_cli package of another checkout (python -m, cwd DIR):
+a snapshot, while others edit the working tree.
 """
 import argparse
 import json
@@ -83,6 +88,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -553,9 +559,26 @@ class Gen:
             argv = argv[:self.r.randint(1, max(1, len(argv) - 1))]
         return argv
 
+    def prelude(self):
+        """A bigger stream first (20-130 entries, so node boundaries, COUNT
+        limits, cursors and the default XINFO FULL COUNT matter), often with
+        a group that has read part of it."""
+        key = self.pick([b"s", b"t"])
+        big = self.p(0.3)
+        out = []
+        for _ in range(self.r.randint(20, 130)):
+            v = b"x" * self.r.choice((1, 10, 300)) if big else self.pick([b"1", b"2", b"v"])
+            out.append([b"XADD", key, self.new_id(), self.pick([b"f", b"g"]), v])
+        if self.p(0.7):
+            out.append([b"XGROUP", b"CREATE", key, b"g", b"0"])
+            out.append([b"XREADGROUP", b"GROUP", b"g", self.pick(CONSUMERS[:3]), b"COUNT",
+                        b"%d" % self.r.randint(1, 150), b"STREAMS", key, b">"])
+        return out
+
     def sequence(self, n=None):
+        pre = self.prelude() if n is None and self.p(0.12) else []
         n = n or self.r.randint(10, 40)
-        return [self.command() for _ in range(n)]
+        return pre + [self.command() for _ in range(n)]
 
 
 _NUMLIKE = re.compile(rb"\s*[+-]?\d+\s*")
@@ -1199,7 +1222,8 @@ OPEN_DIVERGENCES = [
           is not None and re.match(r"ERR unknown (sub)?command", c.err("xs") or "") is not None),
     Known("json_map_with_repeated_key",
           "NEW (fuzzer): --json renders a RESP3 map as a JSON object, so XREAD / XREADGROUP naming one stream "
-          "twice (STREAMS s s 0 0) prints it once; Redis (and xs --raw / --no-raw) answer it twice",
+          "twice (STREAMS s s 0 0) prints it once; Redis (and xs --raw / --no-raw) answer it twice. Repro: "
+          "XADD s 1-0 f v; XREAD STREAMS s s 0 0",
           match=lambda c: c.name in ("XREAD", "XREADGROUP") and isinstance(c.ref, Dup) and isinstance(c.got, dict),
           new=True, stateless=True),
     Known("glob_only_stars_empty_key",
@@ -1222,7 +1246,8 @@ OPEN_DIVERGENCES = [
     Known("claim_creates_consumer",
           "NEW (fuzzer): XCLAIM / XAUTOCLAIM must create the consumer even when they claim nothing (Redis "
           "7.2+, #11099 'XREADGROUP and X[AUTO]CLAIM create the consumer regardless of whether it was able to "
-          "perform some reading/claiming'); xs creates it only when it claims an entry",
+          "perform some reading/claiming'); xs creates it only when it claims an entry. Repro: XGROUP CREATE s "
+          "g 0 MKSTREAM; XAUTOCLAIM s g bob 0 0; XINFO GROUPS s -> consumers 1 (Redis 8), 0 (xs)",
           match=lambda c: c.earlier(lambda h: h.created and h.argv[0].upper() in (b"XCLAIM", b"XAUTOCLAIM"))
           and _consumer_listing(c), new=True),
     Known("redis_cli_script_specials",
@@ -1516,6 +1541,8 @@ def _reproduces(redis, seq, sig, xs=run_json):
         return False
     if sig[0] == "CRASH":
         return bool(res.crashes)
+    if sig[0] == "CLASS":
+        return any(d.cls == sig[1] for d in res.divergences)
     return any(d.known is None and signature(d.check) == sig for d in res.divergences)
 
 
@@ -1528,7 +1555,7 @@ def minimize(redis, seq, sig, budget_s=120, xs=run_json):
     # cut everything after the first divergence of this signature
     res = compare_sequence(redis, cur, xs(cur))
     for d in res.divergences:
-        if d.known is None and signature(d.check) == sig:
+        if (d.cls == sig[1]) if sig[0] == "CLASS" else (d.known is None and signature(d.check) == sig):
             cur = cur[:d.index + 1]
             break
     n = 2
@@ -1727,10 +1754,13 @@ def main(argv=None):
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--max-report", type=int, default=20, help="new divergences described at most")
     ap.add_argument("--show-known", action="store_true", help="print the first example of every known class")
+    ap.add_argument("--minimize-known", action="store_true",
+                    help="with --show-known: minimize the first example of every OPEN divergence")
     a = ap.parse_args(argv)
     if not shutil.which(a.redis_server):
         print("redis-server not found (apt-get install redis-server)", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so that the redis-server is stopped too
     server = RedisServer(a.redis_server)
     try:
         redis = server.client
@@ -1755,6 +1785,14 @@ def main(argv=None):
             for cls, (label, d) in sorted(report.first.items()):
                 if d.known is not None:
                     print("\nfirst %s (%s):\n    %s" % (cls, label, d.describe().split("\n", 1)[1]))
+                    if a.minimize_known and d.known in OPEN_DIVERGENCES and not d.check.text:
+                        small = minimize(redis, d.seq, ("CLASS", cls), 120)
+                        again = [x for x in compare_sequence(redis, small, run_json(small)).divergences
+                                 if x.cls == cls]
+                        print("  minimized (redis-cli script):\n" + _indent(script(small)))
+                        if again:
+                            print("  which gives:\n    redis: %s\n    xs:    %s" % (
+                                show(again[0].check.ref)[:500], show(again[0].check.got)[:500]))
         described = set()
         for label, res, texts in bad:
             key = tuple(sorted({d.cls for d in res.new + [t for t in texts if t.known is None]}
