@@ -158,7 +158,7 @@ class Store:
                 except OSError:
                     if create:
                         raise
-            return lmdb.open(self.root, map_size=INITIAL_MAP, max_dbs=MAX_DBS, sync=self.durable,
+            return lmdb.open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
                              metasync=self.durable, writemap=False, lock=True, readonly=self.readonly,
                              create=create, max_readers=MAX_READERS, mode=0o600)
         except BaseException as e:
@@ -351,7 +351,12 @@ class _TxnContext:
         self.store, self.write = store, write
 
     def __enter__(self):
-        self.lt = self.store.env.begin(write=self.write)
+        while True:
+            try:
+                self.lt = self.store.env.begin(write=self.write)
+                break
+            except lmdb.MapResizedError:       # another process grew the map
+                self.store._set_mapsize(0)
         self.tx = Txn(self.store, self.lt, self.write, savepoints=self.write)
         return self.tx
 
@@ -367,6 +372,15 @@ class _TxnContext:
         else:
             self.lt.abort()
         return False
+
+
+def _headroom(data_stat):
+    """The map size to open with: twice the data file (address space is
+    free on 64-bit), at least INITIAL_MAP, so that a process opening a
+    big store does not fail its first write with "map full" and redo it."""
+    size = data_stat.st_size if data_stat is not None else 0
+    want = max(INITIAL_MAP, 2 * size)
+    return (want + INITIAL_MAP - 1) // INITIAL_MAP * INITIAL_MAP if want > INITIAL_MAP else want
 
 
 def _lmdb_reason(e):
