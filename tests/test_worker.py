@@ -269,13 +269,13 @@ def test_a_worker_killed_mid_entry_has_it_redelivered_to_the_next_worker(db, tmp
 def test_a_slow_command_is_not_taken_over_while_its_worker_lives(db, tmp_path):
     fill(db, ["XADD s * n 1"])
     mark = tmp_path / "mark"
-    p = start_worker(db, "s", "-g", "g", "-c", "a", "--claim-idle", "300", cmd=(PY, "-c", HANG),
+    p = start_worker(db, "s", "-g", "g", "-c", "a", "--claim-idle", "1000", cmd=(PY, "-c", HANG),
                      env={"MARK": str(mark)})
     try:
         wait_for(mark)
-        time.sleep(1.0)                                      # > --claim-idle: kept alive by worker a
+        time.sleep(2.5)                                      # > --claim-idle: kept alive by worker a
         log = tmp_path / "log"
-        q = run_worker(db, "s", "-g", "g", "-c", "b", "--once", "--claim-idle", "300", env={"LOG": str(log)})
+        q = run_worker(db, "s", "-g", "g", "-c", "b", "--once", "--claim-idle", "1000", env={"LOG": str(log)})
         assert q.returncode == 0 and not log.exists()
     finally:
         code, _, err = stop(p)
