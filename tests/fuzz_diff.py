@@ -27,7 +27,8 @@ consumers so that commands interact: explicit IDs mostly (a per-sequence
 clock keeps XADD succeeding), `*` sometimes, `ms-*`, edge IDs (0-0, 0-1,
 the maximum 18446744073709551615-18446744073709551615, overflowing
 numbers, junk), exclusive ranges, wrong arities, junk tokens, mixed case,
-odd spacing and non-UTF-8 bytes.  One sequence in three is "redis8"
+odd spacing and non-UTF-8 bytes.  (`--check-open` runs the reproduction of
+every OPEN_DIVERGENCES entry and says which still diverge.)  One sequence in three is "redis8"
 flavoured: it also uses what Redis 7.0 does not know (XDELEX, XACKDEL,
 XNACK, XCFGSET, XIDMPRECORD, IDMP/IDMPAUTO, KEEPREF/DELREF/ACKED, CLAIM,
 MAXCOUNT/MAXSIZE, XREAD +).  BLOCK appears only with timeouts of 1-5 ms
@@ -40,8 +41,10 @@ redis-server over RESP3 (the client of tests/conftest.py, maps kept as
 maps) and compared with xs's JSON reply:
 
   * Auto IDs (`*`): an ID whose ms is within a day of now is replaced by
-    <id1>, <id2>, ... in order of first appearance, separately per side.
-    Edge IDs (the maximum ...) are not time based and compared exactly.
+    <id1>, <id2>, ... in order of first appearance, per side and per
+    stream key (two streams may share an auto ID on one side only).  Edge
+    IDs (the maximum ...) are not time based and compared exactly; in the
+    text pass every auto ID is <auto>.
   * Time-based values are compared with a tolerance, not bucketed (a
     bucket edge makes a flaky test): XPENDING's idle (relative, 5 s),
     XINFO CONSUMERS idle/inactive (relative, 5 s), XINFO STREAM FULL
@@ -52,9 +55,10 @@ maps) and compared with xs's JSON reply:
   * XINFO maps may hold fields Redis 7.0 lacks (8.x adds inactive,
     active-time, pel-count, nacked-count, idmp-*); radix-tree-* are
     estimates in xs and skipped.
-  * KEYS as sets; SCAN as sets when both sides finished (cursor 0),
-    otherwise only the reply's shape (cursors are implementation detail).
-  * Commands Redis 7.0 cannot answer (REDIS8_ONLY) are not sent to redis;
+  * KEYS as sets; SCAN 0 as sets when both sides finished; a SCAN from
+    another cursor, or with COUNT below 10, only as a well-formed reply
+    (what a cursor means is the implementation's business).
+  * Commands Redis 7.0 cannot answer (redis8_only()) are not sent to redis;
     xs's reply is only checked for crashes.  If such a command succeeded
     in xs and may have changed state, the rest of the sequence is only
     checked for crashes (an error changes nothing: every xs command is
@@ -997,8 +1001,11 @@ class Known:
     ``emulate``: a hook on every command (see Emulation) that makes the
     redis side behave as Redis 8 so that no divergence appears at all."""
 
-    def __init__(self, name, why, match=None, taint=(), after=None, emulate=None, new=False, stateless=False):
+    def __init__(self, name, why, match=None, taint=(), after=None, emulate=None, new=False, stateless=False,
+                 repro=None, tail=None):
         self.name, self.why = name, why
+        self.repro = repro              # redis-cli lines that show it (--check-open)
+        self.tail = tail                # lines only a redis-cli script knows, after repro (text pass)
         self.stateless = stateless      # a reply-only difference: keep comparing after it
         self.match = match or (lambda c: False)
         self.taint = set(taint)
@@ -1105,6 +1112,54 @@ def _lag_history(c):
     return c.earlier(touches)
 
 
+def _string2ull(b):
+    """Redis 8's cursor parser (util.c string2ull): string2ll, else
+    strtoull with its leading spaces and sign; None if invalid."""
+    if re.fullmatch(rb"0|-?[1-9][0-9]*", b) and len(b) < 21 and -(1 << 63) <= int(b) < 1 << 63:
+        return int(b) if int(b) >= 0 else None
+    m = re.fullmatch(rb"[ \t\n\v\f\r]*([+-]?)([0-9]+)", b)
+    if not m or int(m.group(2)) > MAX:
+        return None
+    v = int(m.group(2))
+    return (-v) & MAX if m.group(1) == b"-" else v
+
+
+def scan_redis8_error(argv):
+    """The error Redis 8's SCAN gives for ``argv`` (its cursor parser and
+    its unknown TYPE check, in its order of checks), or None."""
+    if _string2ull(argv[1]) is None:
+        return "ERR invalid cursor"
+    i = 2
+    while i < len(argv):
+        if i + 1 >= len(argv):
+            return "ERR syntax error"
+        o, v = argv[i].lower(), argv[i + 1]
+        if o == b"count":
+            if not re.fullmatch(rb"0|-?[1-9][0-9]*", v) or not -(1 << 63) <= int(v) < 1 << 63:
+                return "ERR value is not an integer or out of range"
+            if int(v) < 1:
+                return "ERR syntax error"
+        elif o == b"type":
+            if v.lower() not in (b"string", b"list", b"set", b"zset", b"hash", b"stream"):
+                return _cleaned("ERR unknown type name '%s'" % v.decode("utf-8", "surrogateescape"))
+        elif o != b"match":
+            return "ERR syntax error"
+        i += 2
+    return None
+
+
+def _scan_redis8(c):
+    """xs answers SCAN as Redis 8 does where 7.0 differs."""
+    if c.name != "SCAN" or len(c.argv) < 2:
+        return False
+    want = scan_redis8_error(c.argv)
+    if want is not None:
+        return c.err("xs") == want
+    x = c.raw_got
+    return (c.err("xs") is None and c.err("redis") == "ERR invalid cursor" and isinstance(x, list)
+            and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], list))
+
+
 def _only_lag_fields(c):
     return bool(c.leaves) and all(p and p[-1] in ("lag", "entries-read") for p, _, _ in c.leaves)
 
@@ -1154,6 +1209,13 @@ INTENDED_DIFFERENCES = [
                            and c.err("xs") == "ERR Unbalanced '%s' list of streams: for each stream key an %s "
                                               "must be specified." % (c.name.lower(), "ID or '>'" if c.name ==
                                                                       "XREADGROUP" else "ID, '+', or '$'"))),
+    Known("scan_cursor_and_type_redis8",
+          "Redis 8 parses a SCAN cursor with string2ull (leading spaces, '+', '-0' and leading zeros are "
+          "accepted, '-1' is refused; 7.0: strtoul, '-1' wraps, ' 0' refused) and refuses an unknown TYPE "
+          "with \"ERR unknown type name 'foo'\" (7.0 returned nothing; db.c parseScanCursorOrReply / "
+          "getObjectTypeByName, #12209). Recognised only when xs gives exactly Redis 8's error, or a scan "
+          "reply where 7.0 refused the cursor.",
+          match=_scan_redis8),
     Known("xinfo_stream_idmp_fields_in_text",
           "Redis 8.6+ XINFO STREAM prints idmp-* fields that 7.0 cannot; compared in JSON (xs may add "
           "fields), left out of the text pass.",
@@ -1162,16 +1224,11 @@ INTENDED_DIFFERENCES = [
 
 
 def _cleaned(text):
-    """An error text as Redis sends it: cut at a NUL, \r and \n as spaces."""
-    return text.split("\x00", 1)[0].replace("\r", " ").replace("\n", " ")
+    """An error text as Redis sends it: an echoed argument ends at a NUL
+    (C %s), trailing \r\n trimmed, the others become spaces."""
+    text = re.sub("\x00[^']*", "", text).rstrip("\r\n")
+    return text.replace("\r", " ").replace("\n", " ")
 
-
-def _scan_odd(c):
-    if c.name != "SCAN" or len(c.argv) < 2:
-        return False
-    t = c.option(b"TYPE")
-    return (not re.fullmatch(rb"0|[1-9][0-9]*", c.argv[1])
-            or (t is not None and t.lower() not in (b"string", b"list", b"set", b"zset", b"hash", b"stream")))
 
 
 def _glob_only_stars(c):
@@ -1215,50 +1272,61 @@ def _approx_trim(c):
 OPEN_DIVERGENCES = [
     Known("error_text_cleaning",
           "issue 10: error texts echoing arguments: \\r and \\n become spaces, a NUL ends the text",
-          match=lambda c: c.both_errors() and _cleaned(c.err("xs")) == c.err("redis")),
+          match=lambda c: c.both_errors() and _cleaned(c.err("xs")) == c.err("redis"),
+          repro=["XADD s 1-0 f v", 'XPENDING s "x\\x00y"', 'XPENDING s "a\\r\\nb"']),
     Known("unknown_command_text",
           "issue 10: unknown-command / unknown-subcommand error quoting (128 characters in all, as Redis)",
           match=lambda c: c.both_errors() and re.match(r"ERR unknown (sub)?command", c.err("redis") or "")
-          is not None and re.match(r"ERR unknown (sub)?command", c.err("xs") or "") is not None),
+          is not None and re.match(r"ERR unknown (sub)?command", c.err("xs") or "") is not None,
+          repro=["XVERYLONG" * 20 + " a", "XFOO " + "b" * 200 + " c"]),
     Known("json_map_with_repeated_key",
           "NEW (fuzzer): --json renders a RESP3 map as a JSON object, so XREAD / XREADGROUP naming one stream "
           "twice (STREAMS s s 0 0) prints it once; Redis (and xs --raw / --no-raw) answer it twice. Repro: "
           "XADD s 1-0 f v; XREAD STREAMS s s 0 0",
           match=lambda c: c.name in ("XREAD", "XREADGROUP") and isinstance(c.ref, Dup) and isinstance(c.got, dict),
-          new=True, stateless=True),
+          new=True, stateless=True,
+          repro=["XADD s 1-0 f v", "XREAD STREAMS s s 0 0"]),
     Known("glob_only_stars_empty_key",
           "issue 10: a pattern of only stars must match the empty key",
-          match=_glob_only_stars),
-    Known("scan_cursor_and_type",
-          "issue 10: SCAN cursor parsing (signs, spaces, overflow) and SCAN 0 TYPE <unknown type>",
-          match=_scan_odd),
+          match=_glob_only_stars,
+          repro=['XADD "" 1-0 f v', "KEYS *", "KEYS **", "SCAN 0 MATCH *"]),
     Known("xautoclaim_count_upper_bound",
           "issue 10: XAUTOCLAIM COUNT above (2^63-1)/16 must be 'COUNT must be > 0'",
           match=lambda c: c.name == "XAUTOCLAIM" and (c.option(b"COUNT") or b"").strip().lstrip(b"+").isdigit()
-          and int(c.option(b"COUNT")) > 1 << 58),
+          and int(c.option(b"COUNT")) > 1 << 58,
+          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0", "XAUTOCLAIM s g c 0 0 COUNT 576460752303423488"]),
     Known("delivery_counter_wrap",
           "issue 10: the delivery counter wraps at 2^63-1 (RETRYCOUNT near the maximum, then a delivery)",
-          match=lambda c: _big_number_leaves(c) and c.earlier(lambda h: b"RETRYCOUNT" in _up(h.argv))),
+          match=lambda c: _big_number_leaves(c) and c.earlier(lambda h: b"RETRYCOUNT" in _up(h.argv)),
+          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0", "XREADGROUP GROUP g c STREAMS s >",
+                 "XCLAIM s g c 0 1-0 RETRYCOUNT 9223372036854775807", "XREADGROUP GROUP g c STREAMS s 0",
+                 "XPENDING s g - + 10"]),
     Known("xreadgroup_max_id_is_gt",
           "issue 10: XREADGROUP with 18446744073709551615-18446744073709551615 means '>' in Redis",
           match=lambda c: c.earlier(lambda h: h.argv[0].upper() == b"XREADGROUP" and MAX_ID in h.argv)
-          or (c.name == "XREADGROUP" and MAX_ID in c.argv)),
+          or (c.name == "XREADGROUP" and MAX_ID in c.argv),
+          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0",
+                 "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615"]),
     Known("claim_creates_consumer",
           "NEW (fuzzer): XCLAIM / XAUTOCLAIM must create the consumer even when they claim nothing (Redis "
           "7.2+, #11099 'XREADGROUP and X[AUTO]CLAIM create the consumer regardless of whether it was able to "
           "perform some reading/claiming'); xs creates it only when it claims an entry. Repro: XGROUP CREATE s "
           "g 0 MKSTREAM; XAUTOCLAIM s g bob 0 0; XINFO GROUPS s -> consumers 1 (Redis 8), 0 (xs)",
           match=lambda c: c.earlier(lambda h: h.created and h.argv[0].upper() in (b"XCLAIM", b"XAUTOCLAIM"))
-          and _consumer_listing(c), new=True),
+          and _consumer_listing(c), new=True,
+          repro=["XGROUP CREATE s g 0 MKSTREAM", "XAUTOCLAIM s g bob 0 0", "XCLAIM s g carol 0 1-0",
+                 "XINFO GROUPS s"]),
     Known("redis_cli_script_specials",
           "issue 10: redis-cli script mode: a leading repeat count, exit and quit",
           match=lambda c: c.text and bool(c.argv) and (re.fullmatch(rb"[+-]?\d+", c.argv[0]) is not None
-                                                       or c.argv[0].lower() in (b"exit", b"quit"))),
-
+                                                       or c.argv[0].lower() in (b"exit", b"quit")),
+          repro=["XADD s 1-0 f v"], tail=["2 XLEN s", "0 XLEN s", "quit", "XLEN s"]),
     Known("approx_trim_by_nodes",
           "issue 10: approximate trimming (~) must remove whole nodes as Redis fills them (100 entries / "
           "4096 bytes)",
-          match=_approx_trim),]
+          match=_approx_trim,
+          repro=["XADD s 1-0 f v", "XADD s 4-1 f v", "XDEL s 4-1", "XTRIM s MINID ~ 4-1"]),
+]
 
 ALL_KNOWN = INTENDED_DIFFERENCES + OPEN_DIVERGENCES
 EMULATIONS = {k.emulate for k in INTENDED_DIFFERENCES if k.emulate}
@@ -1449,7 +1517,7 @@ def compare_sequence(redis, seq, xs_result=None, now=None):
 
 # ------------------------------------------------------------ text pass
 
-TEXT_SKIP = {"XPENDING", "XINFO STREAM", "XINFO CONSUMERS", "XINFO GROUPS", "KEYS", "SCAN"}
+TEXT_SKIP = {"XPENDING", "XINFO STREAM", "XINFO CONSUMERS", "KEYS", "SCAN"}
 _MARK_OUT = {"raw": b"ERR unknown command 'XFUZZMARK', with args beginning with: \n\n",
              "no-raw": b"(error) ERR unknown command 'XFUZZMARK', with args beginning with: \n"}
 
@@ -1736,6 +1804,26 @@ def describe_new(redis, label, res, texts, do_minimize, budget_s=120):
     return "\n".join(out)
 
 
+def check_open(redis):
+    """For every OPEN_DIVERGENCES entry: does its reproduction still show
+    it?  [(name, still diverges, what it showed)]."""
+    out = []
+    for k in OPEN_DIVERGENCES:
+        if not k.repro:
+            out.append((k.name, None, "no reproduction listed"))
+            continue
+        seq = [split_args(l.encode("utf-8")) for l in k.repro]
+        res = compare_sequence(redis, seq, run_json(seq))
+        divs = [d for d in res.divergences if d.cls == k.name]
+        if k.tail:
+            divs += [d for d in text_pass(redis, res, tail=[l.encode() for l in k.tail]) if d.cls == k.name]
+        other = [d.cls for d in res.divergences if d.cls != k.name] + ["CRASH"] * len(res.crashes)
+        shown = divs[0].describe().split("\n", 1)[1] if divs else "no divergence" + (
+            " (but: %s)" % ", ".join(other) if other else "")
+        out.append((k.name, bool(divs), shown))
+    return out
+
+
 def _indent(s):
     return "\n".join("    " + l for l in s.splitlines())
 
@@ -1751,6 +1839,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2, help="xs processes run ahead in parallel")
     ap.add_argument("--progress", type=int, default=0, help="print counts every N sequences")
     ap.add_argument("--replay", help="SEED:INDEX: run one sequence and print it with both replies")
+    ap.add_argument("--check-open", action="store_true",
+                    help="run each OPEN_DIVERGENCES reproduction: which are still open, which look fixed")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--max-report", type=int, default=20, help="new divergences described at most")
     ap.add_argument("--show-known", action="store_true", help="print the first example of every known class")
@@ -1764,6 +1854,12 @@ def main(argv=None):
     server = RedisServer(a.redis_server)
     try:
         redis = server.client
+        if a.check_open:
+            results = check_open(redis)
+            for name, still, shown in results:
+                print("%-30s %s\n    %s" % (name, {True: "STILL OPEN", False: "looks FIXED: delete the entry",
+                                                None: "?"}[still], shown.replace("\n", "\n    ")))
+            return 0
         if a.replay:
             seed, idx = a.replay.rsplit(":", 1)
             seq = generate(seed, int(idx))

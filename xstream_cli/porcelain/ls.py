@@ -1,0 +1,384 @@
+"""xs ls and xs info: what a store holds, for people and scripts.
+
+    xs ls [GLOB...] [--idle-consumers DURATION] [--json]
+    xs info [--json]
+
+``xs ls``: one row per stream (all of them, or those whose name matches
+a GLOB, Redis KEYS syntax): length, first and last entry ID, groups,
+pending entries (summed over the groups), the largest group lag and the
+age of the last entry (from its ID's milliseconds: "3m ago").  A GLOB
+without glob characters (* ? [ \\) names one stream, which must exist
+("xs: no such stream: NAME", exit 1).  With --idle-consumers DURATION,
+one row per consumer idle longer than DURATION (XINFO CONSUMERS' idle
+time: since its last read or claim attempt) instead: stream, group,
+consumer, idle, pending.
+
+``xs info``: the store's path, format version, data.mdb's size, number
+of streams and entries, LMDB's map size and reader slots (other live
+processes holding one, and those of them inside a read transaction).
+
+Output: a rich table on a terminal, plain columns when piped (no
+colours, no escapes; names with spaces or odd bytes quoted as xs tail
+quotes them), and with --json (or xs --json ...) ONE JSON document on
+one line: an array of objects for ls, an object for info; names decoded
+from UTF-8 with surrogate escapes, as xs --json does; times in ms.
+
+The store is opened read-only when it can be and is never created:
+a missing store is an error.  This module also holds what xs trim
+shares with it: durations, stream selection, and opening the store.
+"""
+import json
+import os
+import re
+import sys
+import time
+
+import click
+
+from xstream_cli import context
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w)")
+_GLOB_CHARS = frozenset(b"*?[\\")
+_WIDE = 10000            # rich tables are not expanded: lines keep their natural width
+
+
+# ------------------------------------------------------------------ shared with xs trim
+
+def parse_duration(option, text):
+    """``7d``, ``12h``, ``30m``, ``90s``, ``500ms``, ``2w`` or a sum such
+    as ``1h30m``, in ms; anything else is a usage error (exit 2)."""
+    t = (text or "").strip().lower()
+    pos, total = 0, 0
+    for m in _DURATION.finditer(t):
+        if m.start() != pos:
+            break
+        total += int(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if not t or pos != len(t):
+        context.fail("%s: bad duration %r: a number and a unit (ms, s, m, h, d, w), e.g. 500ms, 90s, 30m, "
+                     "12h, 7d, 1h30m" % (option, text), context.EXIT_USAGE)
+    return total
+
+
+def human_ms(ms):
+    """A duration for people: 450ms, 12s, 3m, 5h, 2d."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return "%dms" % ms
+    s = ms // 1000
+    if s < 60:
+        return "%ds" % s
+    if s < 3600:
+        return "%dm" % (s // 60)
+    if s < 48 * 3600:
+        return "%dh" % (s // 3600)
+    return "%dd" % (s // 86400)
+
+
+def human_age(ms):
+    """``3m ago`` (``in 3m`` for an ID ahead of the clock)."""
+    if ms is None:
+        return "-"
+    return "in %s" % human_ms(-ms) if ms < 0 else "%s ago" % human_ms(ms)
+
+
+def human_bytes(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
+        n /= 1024.0
+
+
+def is_pattern(arg):
+    return any(c in _GLOB_CHARS for c in arg)
+
+
+def select_streams(tx, args):
+    """The streams ``args`` (bytes: names or globs) select, in store
+    order, each once (no args: all), and the names given literally that
+    do not exist."""
+    from storage.glob import match
+    names = tx.stream_names()
+    if not args:
+        return names, []
+    have = set(names)
+    literal = [a for a in args if not is_pattern(a)]
+    patterns = [a for a in args if is_pattern(a)]
+    missing = list(dict.fromkeys(a for a in literal if a not in have))
+    wanted = set(literal)
+    chosen = [n for n in names if n in wanted or any(match(p, n) for p in patterns)]
+    return chosen, missing
+
+
+def fail_missing(missing):
+    """``xs: no such stream: NAME`` for each, then exit 1."""
+    for name in missing[:-1]:
+        sys.stderr.write("xs: no such stream: %s\n" % show(name))
+    context.fail("no such stream: %s" % show(missing[-1]))
+
+
+def open_existing(g, write=False):
+    """The store ``g`` names, which must exist (never created): read-only
+    when ``write`` is false and the store allows it (a store of an older
+    format is opened for writing, which upgrades it), else for writing;
+    exit 1 with the reason when it cannot be opened."""
+    from storage.store import NeedsWriteAccess, StoreError
+    path = context.db_path(g)
+    if not write:
+        try:
+            return context.store_at(path, g.durable, readonly=True, create=False)
+        except NeedsWriteAccess:
+            pass
+        except StoreError as e:
+            context.fail(str(e))
+    try:
+        return context.store_at(path, g.durable, readonly=False, create=False)
+    except StoreError as e:
+        context.fail(str(e))
+
+
+def show(b):
+    """A name for a person: printable characters as they are, the rest
+    (control characters, ESC, bytes that are not UTF-8) as \\xHH."""
+    out = []
+    for ch in b.decode("utf-8", "surrogateescape"):
+        if ch.isprintable():
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":
+            out.append("\\x%02x" % (ord(ch) - 0xdc00))
+        else:
+            out.extend("\\x%02x" % c for c in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def plain_name(b):
+    """A name in plain columns: as xs tail writes it (quoted when it has
+    spaces, quotes or bytes that are not printable UTF-8)."""
+    from xstream_cli.porcelain.tail import raw_token
+    return raw_token(b).decode("utf-8", "surrogateescape")
+
+
+def json_text(b):
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def id_text(i):
+    """``ms-seq`` for an ID given as (ms, seq) or as its text (bytes)."""
+    if i is None:
+        return None
+    if isinstance(i, bytes):
+        return i.decode("ascii")
+    return "%d-%d" % tuple(i)
+
+
+def output_mode(g, json_flag):
+    """"json", "pretty" (a rich table) or "plain"."""
+    if json_flag:
+        return "json"
+    mode = context.resolve_mode(g.mode)
+    return mode if mode in ("json", "pretty") else "plain"
+
+
+def emit_json(doc):
+    context.write_out((json.dumps(doc, separators=(", ", ": ")) + "\n").encode("utf-8", "surrogateescape"))
+
+
+def emit_table(mode, headers, rows, right, empty):
+    """``rows`` of cells (bytes names are shown per mode) as a rich table
+    (mode "pretty") or plain aligned columns; ``right``: indexes of the
+    right-aligned columns; ``empty``: what a terminal says for no rows
+    (plain output prints nothing then)."""
+    if mode == "pretty":
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+        console = Console(highlight=False, width=_WIDE)     # never cut a value: a long line wraps
+        if not rows:
+            console.print(Text(empty, style="dim"))
+            return
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for n, h in enumerate(headers):
+            table.add_column(h, justify="right" if n in right else "left", no_wrap=True,
+                             style="bold cyan" if n == 0 else None)
+        for r in rows:
+            table.add_row(*[Text(show(c) if isinstance(c, bytes) else str(c)) for c in r])
+        console.print(table)
+        return
+    if not rows:
+        return
+    cells = [list(headers)] + [[plain_name(c) if isinstance(c, bytes) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[n]) for r in cells) for n in range(len(headers))]
+    lines = []
+    for r in cells:
+        out = [c.rjust(w) if n in right else c.ljust(w) for n, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(out).rstrip())
+    context.write_out(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+
+
+# ------------------------------------------------------------------ xs ls
+
+def _stream_rows(tx, names, now):
+    from storage.errors import RedisError
+    from storage.options import StreamInfoOptions
+    out = []
+    for name in names:
+        try:
+            info = tx.stream_info(name, StreamInfoOptions())
+            groups = tx.groups_info(name)
+        except RedisError:            # gone since the names were read (cannot happen in one txn)
+            continue
+        first = info.first_entry[0] if info.first_entry else None
+        last = info.last_entry[0] if info.last_entry else None
+        lags = [g.lag for g in groups]
+        age = None
+        if last is not None:
+            age = now - int(last.split(b"-")[0])
+        out.append({"stream": name, "length": info.length, "first_id": id_text(first), "last_id": id_text(last),
+                    "last_generated_id": id_text(info.last_generated_id), "groups": len(groups),
+                    "pending": sum(g.pending for g in groups),
+                    "max_lag": None if not lags or None in lags else max(lags),
+                    "last_entry_age_ms": age})
+    return out
+
+
+def _idle_rows(tx, names, idle_ms):
+    out = []
+    for name in names:
+        for group in tx.group_names(name):
+            for c in tx.consumers_info(name, group):
+                if c.idle > idle_ms:
+                    out.append({"stream": name, "group": group, "consumer": c.name, "idle_ms": c.idle,
+                                "inactive_ms": None if c.inactive == -1 else c.inactive, "pending": c.pending})
+    return out
+
+
+def _bytes_to_text(rows, keys):
+    return [{k: (json_text(v) if k in keys else v) for k, v in r.items()} for r in rows]
+
+
+def run_ls(g, globs, idle, json_flag):
+    mode = output_mode(g, json_flag)
+    idle_ms = parse_duration("--idle-consumers", idle) if idle is not None else None
+    store = open_existing(g)
+    try:
+        now = int(time.time() * 1000)
+
+        def look(tx):
+            names, missing = select_streams(tx, [os.fsencode(a) for a in globs])
+            if missing:
+                return None, missing
+            if idle_ms is not None:
+                return _idle_rows(tx, names, idle_ms), []
+            return _stream_rows(tx, names, now), []
+
+        rows, missing = store.run(look)
+    finally:
+        store.close()
+    if missing:
+        fail_missing(missing)
+    if idle_ms is not None:
+        if mode == "json":
+            return emit_json(_bytes_to_text(rows, ("stream", "group", "consumer")))
+        emit_table(mode, ["STREAM", "GROUP", "CONSUMER", "IDLE", "PENDING"],
+                   [(r["stream"], r["group"], r["consumer"], human_ms(r["idle_ms"]), r["pending"]) for r in rows],
+                   {3, 4}, "no consumer idle longer than %s" % human_ms(idle_ms))
+        return
+    if mode == "json":
+        return emit_json(_bytes_to_text(rows, ("stream",)))
+    emit_table(mode, ["STREAM", "LENGTH", "FIRST", "LAST", "GROUPS", "PENDING", "LAG", "LAST ENTRY"],
+               [(r["stream"], r["length"], r["first_id"] or "-", r["last_id"] or "-", r["groups"], r["pending"],
+                 "-" if not r["groups"] else ("?" if r["max_lag"] is None else r["max_lag"]),
+                 human_age(r["last_entry_age_ms"])) for r in rows],
+               {1, 4, 5, 6}, "no streams")
+
+
+# ------------------------------------------------------------------ xs info
+
+_INFO_FIELDS = ("path", "format", "code_format", "streams", "entries", "file_size", "disk_usage", "used_size",
+                "map_size", "page_size", "last_txn", "max_readers", "readers", "reading", "stale_readers")
+
+
+def run_info(g, json_flag):
+    from storage.overview import store_overview
+    mode = output_mode(g, json_flag)
+    store = open_existing(g)
+    try:
+        o = store_overview(store)
+    finally:
+        store.close()
+    if mode == "json":
+        return emit_json({k: getattr(o, k) for k in _INFO_FIELDS})
+    fmt = "-" if o.format is None else str(o.format)
+    if o.format is not None and o.format != o.code_format:
+        fmt += " (this xs writes %d)" % o.code_format
+    rows = [("path", o.path),
+            ("format", fmt),
+            ("streams", str(o.streams)),
+            ("entries", str(o.entries)),
+            ("data.mdb", "%s (%s on disk, %s in use)" % (human_bytes(o.file_size), human_bytes(o.disk_usage),
+                                                         human_bytes(o.used_size))),
+            ("map size", human_bytes(o.map_size)),
+            ("readers", "%d other process%s (%d reading now), %d stale, %d slots"
+             % (o.readers, "" if o.readers == 1 else "es", o.reading, o.stale_readers, o.max_readers)),
+            ("last txn", str(o.last_txn))]
+    if mode == "pretty":
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold")
+        t.add_column()
+        for k, v in rows:
+            t.add_row(k, Text(v))
+        Console(highlight=False, width=_WIDE).print(t)
+        return
+    w = max(len(k) for k, _ in rows)
+    context.write_out("".join("%s  %s\n" % (k.ljust(w), v) for k, v in rows).encode("utf-8", "surrogateescape"))
+
+
+# ------------------------------------------------------------------ commands
+
+def register(cli):
+    @cli.command("ls")
+    @click.argument("globs", nargs=-1, metavar="[GLOB]...")
+    @click.option("--idle-consumers", "idle", metavar="DURATION",
+                  help="List consumers idle longer than DURATION (e.g. 30m, 7d) instead of streams.")
+    @click.option("--json", "json_", is_flag=True, help="One JSON array (on one line) of one object per row.")
+    @click.pass_obj
+    def ls(obj, globs, idle, json_):
+        """List streams: length, first/last ID, groups, pending, lag, age.
+
+        \b
+        GLOB is a KEYS pattern (* ? [abc] \\x); a name without glob
+        characters must exist.  Columns: LENGTH, FIRST and LAST entry
+        IDs, GROUPS, PENDING (over all groups), LAG (the largest group
+        lag; ? when a group's lag is unknown), LAST ENTRY (age of the
+        last entry, from its ID).
+        \b
+        --json: [{"stream", "length", "first_id", "last_id",
+        "last_generated_id", "groups", "pending", "max_lag",
+        "last_entry_age_ms"}, ...] (null where there is no value).
+        --idle-consumers D: [{"stream", "group", "consumer", "idle_ms",
+        "inactive_ms", "pending"}, ...] for consumers idle longer than D.
+        A rich table on a terminal, plain columns when piped.
+        """
+        run_ls(obj or context.Globals(), globs, idle, json_)
+
+    @cli.command("info")
+    @click.option("--json", "json_", is_flag=True, help="One JSON object.")
+    @click.pass_obj
+    def info(obj, json_):
+        """Show the store: path, format, size, streams, entries, readers.
+
+        \b
+        --json: {"path", "format", "code_format", "streams", "entries",
+        "file_size", "disk_usage", "used_size", "map_size", "page_size",
+        "last_txn", "max_readers", "readers", "reading", "stale_readers"}
+        (sizes in bytes; readers: other live processes holding an LMDB
+        reader slot, reading: those inside a read transaction now).
+        """
+        run_info(obj or context.Globals(), json_)
