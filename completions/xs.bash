@@ -76,7 +76,7 @@ _xs() {
         fi
         local names='DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
-        COMPREPLY=($(compgen -W "$names export import restore save tail worker" -- "$cur"))
+        COMPREPLY=($(compgen -W "$names export import info ls restore save tail trim worker" -- "$cur"))
         return
     fi
     local ucmd=${cmd^^} base=$cmdi

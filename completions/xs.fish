@@ -123,7 +123,7 @@ function __xs_args
             printf '%s\n' --db --help --json --no-raw --no-sync --pretty --raw --version -h
             return
         end
-        printf '%s\n' DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM export import restore save tail worker
+        printf '%s\n' DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM export import info ls restore save tail trim worker
         return
     end
     set -l n (count $words)
