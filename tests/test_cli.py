@@ -348,3 +348,15 @@ def test_a_one_shot_read_does_not_wait_for_a_running_writer(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_quoted_tilde_in_xs_db_means_the_home_directory(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), XS_DB="~/events", XS_NO_SYNC="1")
+    p = subprocess.run(XS + ["XADD", "s", "1-0", "f", "v"], capture_output=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert (home / "events" / "data.mdb").exists()
+    assert not (tmp_path / "~").exists()
+    p = subprocess.run(XS + ["--db", "~/events", "XLEN", "s"], capture_output=True, env=env, cwd=str(tmp_path))
+    assert p.stdout == b"1\n"

@@ -104,13 +104,14 @@ def default_db():
     directory."""
     env = os.environ.get("XS_DB")
     if env:
-        return env
+        return os.path.expanduser(env)        # XS_DB='~/x': a shell does not expand a quoted ~
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "xstream")
 
 
 def db_path(g):
-    return g.db or default_db()
+    """The store path: --db (a leading ~ expanded, as for XS_DB), else the default."""
+    return os.path.expanduser(g.db) if g.db else default_db()
 
 
 def resolve_mode(mode, stream=None):
