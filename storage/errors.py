@@ -368,3 +368,14 @@ def nack_option(opt):
 
 def nack_ids_expected():
     return RedisError("ERR syntax error, expected IDS keyword")
+
+
+# ---------------------------------------------------------------- script mode
+
+def line_too_long(n, limit):
+    """A script line longer than the limit (xstream_cli.session.MAX_LINE_BYTES)."""
+    if limit % (1 << 20) == 0:
+        lim = "%d MB" % (limit >> 20)
+    else:
+        lim = "%d bytes" % limit
+    return RedisError("ERR line too long (%d bytes, the limit is %s)" % (n, lim))

@@ -33,6 +33,7 @@ from xstream_cli.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
 BATCH_BYTES = 8 << 20          # read at most this much before a commit
+MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-max-bulk-len)
 FAIR_GRACE_S = 0.003           # how long a woken group reader defers to older waiters
 _FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
 
@@ -199,33 +200,117 @@ class Session:
     def run_script(self, fd, out):
         """Read commands from file descriptor ``fd`` until EOF (or a
         ``quit`` / ``exit`` line); write replies to the binary stream
-        ``out``.  Returns the exit status."""
+        ``out``.  Returns the exit status.
+
+        Reading is linear in the input: chunks are collected until a
+        newline arrives (only new data is searched for one), then the
+        complete lines are joined, scanned and split once.  A line longer
+        than MAX_LINE_BYTES is answered with one error and dropped as it
+        is read (its bytes are counted, not kept); the script goes on
+        with the next line."""
         import select
-        buf = b""
+        read = os.read
+        limit = MAX_LINE_BYTES
+        tail = []         # chunks of the line still incomplete
+        tail_len = 0
+        skipped = None    # bytes of an over-long line being dropped, or None
         eof = False
         while not eof and not self.quit:
             try:
-                data = os.read(fd, 1 << 20)
+                data = read(fd, 1 << 20)
             except InterruptedError:
                 continue
-            if not data:
+            chunks = []
+            size = 0
+            if data:
+                chunks.append(data)
+                size = len(data)
+            else:
                 eof = True
-            buf += data
-            while not eof and len(buf) < BATCH_BYTES:
+            while not eof and size < BATCH_BYTES:
                 r, _, _ = select.select([fd], [], [], 0)
                 if not r:
                     break
-                data = os.read(fd, 1 << 20)
+                data = read(fd, 1 << 20)
                 if not data:
                     eof = True
                     break
-                buf += data
-            plain = _plainness(buf)
-            lines = buf.split(b"\n")
-            buf = b"" if eof else lines.pop()
-            if lines:
+                chunks.append(data)
+                size += len(data)
+            if skipped is not None:
+                # dropping an over-long line: look for its end in the new data only
+                for k, c in enumerate(chunks):
+                    nl = c.find(b"\n")
+                    if nl >= 0:
+                        skipped += nl
+                        chunks[k] = c[nl + 1:]
+                        del chunks[:k]
+                        break
+                    skipped += len(c)
+                else:
+                    if not eof:
+                        continue
+                    chunks = []
+                self._too_long(skipped, limit, out)
+                skipped = None
+                if self.quit:
+                    break
+                size = sum(map(len, chunks))
+            if not eof and not any(b"\n" in c for c in chunks):
+                tail += chunks              # still no line end: keep collecting
+                tail_len += size
+                if tail_len > limit:        # drop it as it comes
+                    skipped = tail_len
+                    tail = []
+                    tail_len = 0
+                continue
+            block = b"".join(tail + chunks) if tail else b"".join(chunks)
+            tail = chunks = data = None
+            plain = _plainness(block)
+            lines = block.split(b"\n")
+            blen = len(block)
+            del block
+            if eof:
+                if lines[-1] == b"":
+                    lines.pop()
+                tail = []
+                tail_len = 0
+            else:
+                last = lines.pop()
+                tail = [last] if last else []
+                tail_len = len(last)
+            if blen > limit:
+                self._run_long(lines, out, plain, limit)
+            elif lines:
                 self.run_lines(lines, out, plain)
+            if not eof and tail_len > limit:
+                skipped = tail_len
+                tail = []
+                tail_len = 0
         return 1 if self.failed else 0
+
+    def _run_long(self, lines, out, plain, limit):
+        """run_lines, but a line longer than ``limit`` is answered with an
+        error instead of being run."""
+        start = 0
+        for i, line in enumerate(lines):
+            if len(line) > limit:
+                if start < i:
+                    self.run_lines(lines[start:i], out, plain)
+                if self.quit:
+                    return
+                lines[i] = b""
+                self._too_long(len(line), limit, out)
+                del line
+                start = i + 1
+        if start < len(lines) and not self.quit:
+            self.run_lines(lines[start:], out, plain)
+
+    def _too_long(self, n, limit, out):
+        """Answer a script line of ``n`` bytes that was longer than ``limit``."""
+        self.failed = True
+        out.write(self.render(errors.line_too_long(n, limit)))
+        out.flush()
 
     def run_lines(self, lines, out, plain=0):
         """Run script lines in as few transactions as blocking allows.
@@ -233,7 +318,9 @@ class Session:
         white space, 2 single-spaced words."""
         start = 0
         n = len(lines)
-        while start < n and not self.quit:
+        # a repeated line cut by a block may be the last one: its
+        # remaining repetitions still run (self._repeat starts at n)
+        while (start < n or self._repeat is not None) and not self.quit:
             b = self.store.run(lambda tx: _Batch(self, tx, plain).run(lines, start, self._repeat),
                                write=True, savepoints=True)
             start, self._repeat = b.next, b.repeat_left
