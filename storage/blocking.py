@@ -29,7 +29,10 @@ Waiting
   ``poll`` on the inotify descriptor: no CPU while idle, woken within
   microseconds of the writer's ``utime``.  Where inotify is unavailable
   (not Linux, no libc, out of inotify instances, read-only store) the
-  waiter polls the change counters every ``POLL_S`` seconds instead.
+  waiter polls the change counters instead, every ``POLL_S`` seconds at
+  first, backing off to ``POLL_MAX_S`` while nothing changes; running
+  out of inotify instances or watches is said once per process on
+  stderr (it is a system limit the user can raise).
 
 One inotify instance per process is kept open and reused by successive
 waiters (closing one costs the kernel an RCU grace period, ~10 ms, which
@@ -43,7 +46,9 @@ re-checks after arming (``Session.block`` does) never misses one.
 import os
 import time
 
-POLL_S = 0.005            # fallback poll interval (no inotify)
+POLL_S = 0.005            # fallback poll interval (no inotify): the first one ...
+POLL_MAX_S = 0.1          # ... doubled while nothing changes, up to this
+MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of several
 NOTIFY_DIR = "notify"     # inside the store directory
 
 # inotify(7) constants
@@ -164,6 +169,7 @@ class _Inotify:
         if fd < 0:
             import ctypes
             e = ctypes.get_errno()
+            _out_of_inotify(e)
             raise OSError(e, os.strerror(e))
         self.fd = fd
         self.wds = set()      # watch descriptors in use
@@ -176,6 +182,7 @@ class _Inotify:
         if wd < 0:
             import ctypes
             e = ctypes.get_errno()
+            _out_of_inotify(e)
             raise OSError(e, os.strerror(e), path)
         self.wds.add(wd)
         return wd
@@ -218,6 +225,26 @@ class _Inotify:
 
 
 _shared = None            # the process's _Inotify (kept open)
+_warned = False           # the "out of inotify" warning was given
+
+
+def _out_of_inotify(err):
+    """Say once per process that a system limit on inotify made blocked
+    reads poll (EMFILE: instances, ENOSPC: watches)."""
+    global _warned
+    import errno
+    if _warned or err not in (errno.EMFILE, errno.ENOSPC):
+        return
+    _warned = True
+    what = "instances (fs.inotify.max_user_instances)" if err == errno.EMFILE \
+        else "watches (fs.inotify.max_user_watches)"
+    try:
+        import sys
+        sys.stderr.write("xs: warning: out of inotify %s; blocked reads poll every %g to %g ms\n"
+                         % (what, POLL_S * 1000, POLL_MAX_S * 1000))
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _instance():
@@ -248,6 +275,7 @@ class Waiter:
         self._wds = set()          # our watch descriptors
         self._paths = []           # our notification files
         self._before = None        # change counters (polling fallback)
+        self._step = POLL_S        # the next poll interval (polling fallback)
         self._watch_fds = tuple(watch_fds)
         try:
             self._arm()
@@ -299,7 +327,10 @@ class Waiter:
             os.close(d)
 
     def wait(self, timeout_s=None):
-        """Sleep until a watched stream changes or ``timeout_s`` passes."""
+        """Sleep until a watched stream changes or ``timeout_s`` passes
+        (any length: a wait longer than poll(2) can take is made of
+        several)."""
+        self.store.check_readers()
         if self._ino is None:
             return self._poll_wait(timeout_s)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -308,8 +339,11 @@ class Waiter:
                 ms = -1
             else:  # never wake before the deadline
                 ms = max(0, int((deadline - time.monotonic()) * 1000.0 + 0.999))
+                ms = min(ms, MAX_POLL_MS)
             ready = self._poll.poll(ms)
             if not ready:
+                if deadline is not None and time.monotonic() < deadline:
+                    continue
                 return False
             for fd, ev in ready:
                 if fd != self._ino.fd:
@@ -346,14 +380,18 @@ class Waiter:
         self._before = versions(self.store, self.keys)
 
     def _poll_wait(self, timeout_s):
+        """Poll the change counters: every POLL_S at first, twice as
+        long after each look that found nothing, up to POLL_MAX_S (many
+        blocked readers out of inotify instances must not keep the
+        machine busy); back to POLL_S after a change."""
         start = time.monotonic()
         while True:
-            step = POLL_S
+            step = self._step
             if timeout_s is not None:
                 left = timeout_s - (time.monotonic() - start)
                 if left <= 0:
                     return False
-                step = min(POLL_S, left)
+                step = min(step, left)
             if self._watch_fds and self._poll.poll(int(step * 1000) or 1):
                 self.hangup = True
                 return True
@@ -362,7 +400,9 @@ class Waiter:
             now = versions(self.store, self.keys)
             if now != self._before:
                 self._before = now
+                self._step = POLL_S
                 return True
+            self._step = min(self._step * 2, POLL_MAX_S)
 
     def _release(self):
         ino, self._ino = self._ino, None
@@ -430,11 +470,11 @@ class Queue:
         for n in names:
             if n >= self.name:
                 return True
-            stamp, _, pid = n.partition(".")
-            if not (stamp.isdigit() and pid.isdigit()):
-                continue                # not a ticket
+            pid = _ticket_pid(n)
+            if pid is None:
+                continue                # not a ticket: ignored (never removed)
             try:
-                os.kill(int(pid), 0)
+                os.kill(pid, 0)
                 return False            # an older, live waiter
             except ProcessLookupError:
                 try:
@@ -455,6 +495,18 @@ class Queue:
                 except OSError:
                     pass
             os.close(fd)
+
+
+def _ticket_pid(name):
+    """The pid of a queue ticket ``<ns>.<pid>`` (ASCII digits, a pid a
+    process can have), or None for any other name."""
+    stamp, dot, pid = name.partition(".")
+    if not (dot and stamp.isascii() and stamp.isdigit() and pid.isascii() and pid.isdigit()):
+        return None
+    if len(pid) > 10:
+        return None
+    pid = int(pid)
+    return pid if 0 < pid < (1 << 31) else None
 
 
 def wait_for_change(store, keys, timeout_s=None):

@@ -77,6 +77,7 @@ MAX_DBS = len(codec.DATABASES) + 2
 LOCK_SIZE = (MAX_READERS - 1) * 64 + 192
 LOW_SPACE = 1 << 20       # free bytes below which an EIO from LMDB means "disk full"
 TEMP_MARK = ".new-"       # data.mdb.new-<pid>-<ns>: a store file being made
+READER_CHECK_S = 10.0     # a long-running process clears dead readers' slots this often
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
@@ -110,11 +111,13 @@ class Store:
         self.dir_fd = None
         self.root = path
         self._broken = None       # why the environment had to be closed
+        self._readers_checked = 0.0
         self.env = self._open_env(create and not readonly)
         self.dbs = {}
         while True:
             try:
                 self._open_dbs()
+                self.check_readers(force=True)
                 return
             except lmdb.MapFullError:
                 try:
@@ -245,6 +248,26 @@ class Store:
                              "format %d" % (self.path, version, codec.FORMAT_VERSION))
         return version
 
+    def check_readers(self, force=False):
+        """Free the reader slots of processes that died in a read
+        transaction (LMDB's ``reader_check``) and return how many were
+        freed.  A killed reader's slot otherwise stays while any process
+        keeps the store open, and pins every page freed since its
+        snapshot: the file would grow without bound.  Done when a store
+        is opened for writing and, in a long-running process, at most
+        every READER_CHECK_S seconds (``Store.run`` of a write, blocked
+        waits); a read-only open leaves it to writers."""
+        if self.readonly or self._broken is not None or self.dir_fd is None:
+            return 0
+        now = time.monotonic()
+        if not force and now - self._readers_checked < READER_CHECK_S:
+            return 0
+        self._readers_checked = now
+        try:
+            return self.env.reader_check()
+        except lmdb.Error:
+            return 0
+
     # ---------------------------------------------------------- transactions
 
     def run(self, fn, write=False, savepoints=False):
@@ -252,6 +275,8 @@ class Store:
         commit if ``write`` and ``fn`` returned, abort otherwise.  With
         ``savepoints`` every write verb is atomic on its own (script
         mode).  Run again from scratch if the map must grow."""
+        if write and time.monotonic() - self._readers_checked >= READER_CHECK_S:
+            self.check_readers()
         while True:
             try:
                 lt = self.env.begin(write=write)
@@ -411,6 +436,14 @@ def _store_dir(path, create, strict=True):
     if stat.S_ISLNK(st.st_mode):
         if st.st_uid != euid:
             raise UnsafeEntry("it is a symbolic link that belongs to another user (uid %d)" % st.st_uid)
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            raise StoreError("cannot open store %s: it is a symbolic link to a missing path (%s)"
+                             % (path, _link_target(path)))
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise StoreError("cannot open store %s: it is a symbolic link that loops" % path)
         flags = _O_DIR
     elif stat.S_ISDIR(st.st_mode):
         flags = _O_DIR | os.O_NOFOLLOW
@@ -438,6 +471,13 @@ def _store_dir(path, create, strict=True):
         os.close(fd)
         raise
     return fd, made
+
+
+def _link_target(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def _mkdirs(path):
