@@ -103,8 +103,9 @@ class _replacing:
         self.file = None
 
     def __enter__(self):
+        from storage.snapshot import temp_file
         d, base = os.path.split(os.path.abspath(self.path))
-        fd, self.tmp = tempfile.mkstemp(prefix=".%s." % base, suffix=".tmp", dir=d)
+        fd, self.tmp = temp_file(d, ".%s." % base, ".tmp")
         try:
             self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         except BaseException:
@@ -224,7 +225,8 @@ def restore(ctx, file, replace, check):
     tmp = None
     try:
         if file == "-":
-            fd, tmp = tempfile.mkstemp(prefix="xs-restore-", suffix=".snap")
+            from storage.snapshot import temp_file
+            fd, tmp = temp_file(tempfile.gettempdir(), "xs-restore-", ".snap")
             with os.fdopen(fd, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
             file = tmp
