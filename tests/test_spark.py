@@ -1,0 +1,225 @@
+"""The Spark data source ``xstream`` (storage/spark.py): batch reads of
+what xs wrote, ranges, partitions, globs, binary values, and batch
+writes read back through xs.  Skipped without pyspark."""
+import datetime
+import json
+import os
+import sys
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from conftest import ROOT, run_xs  # noqa: E402
+from storage.ids import U64  # noqa: E402
+from storage.spark import register, split_range  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    s = (SparkSession.builder.master("local[2]").appName("xs-test")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.default.parallelism", "2")
+         .config("spark.sql.session.timeZone", "UTC")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    register(s)
+    yield s
+    s.stop()
+
+
+def xs(db, *lines):
+    """Run xs script lines on ``db``; the JSON replies."""
+    p = run_xs(db, list(lines))
+    assert p.returncode == 0, p.stderr
+    return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
+
+
+def read(spark, db, stream, **opts):
+    r = spark.read.format("xstream").option("path", str(db)).option("stream", stream)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def ids_of(df):
+    return [r.id for r in df.orderBy("ms", "seq").collect()]
+
+
+# ================================================================ planning
+
+
+@pytest.mark.parametrize("first,last,length,n", [
+    ((5, 3), (5, 9), 7, 4), ((0, 0), (99, 0), 100, 7), ((10, U64), (11, 0), 2, 3),
+    ((1, 0), (1000, 5), 3, 10), ((0, 0), (U64, U64), 10, 4), ((7, 1), (7, 1), 1, 5)])
+def test_split_range_covers_the_range_exactly_once_in_order(first, last, length, n):
+    parts = split_range(first, last, length, n)
+    assert 1 <= len(parts) <= n and len(parts) <= length
+    assert parts[0][0] == first and parts[-1][1] == last
+    for (lo, hi), (nlo, _) in zip(parts, parts[1:]):
+        assert lo <= hi
+        assert nlo == ((hi[0] + 1, 0) if hi[1] == U64 else (hi[0], hi[1] + 1))   # adjacent: no gap, no overlap
+    assert parts[-1][0] <= parts[-1][1]
+
+
+# ================================================================= reading
+
+
+def test_read_what_xs_wrote_ids_fields_duplicates_and_times(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, "XADD s 1700000000123-1 user alice n 1",
+       "XADD s 1700000000123-2 a x b y a z",
+       'XADD s 1700000000200-0 msg "two\\nlines"')
+    rows = read(spark, db, "s", fields_list="true").orderBy("ms", "seq").collect()
+    assert [r.id for r in rows] == ["1700000000123-1", "1700000000123-2", "1700000000200-0"]
+    assert [(r.stream, r.ms, r.seq) for r in rows] == [("s", 1700000000123, 1), ("s", 1700000000123, 2),
+                                                       ("s", 1700000000200, 0)]
+    assert rows[0].ts == datetime.datetime(2023, 11, 14, 22, 13, 20, 123000)   # session time zone UTC
+    assert rows[0].fields == {"user": "alice", "n": "1"}
+    assert rows[1].fields == {"a": "z", "b": "y"}                               # last value wins in the map
+    assert [(f.name, f.value) for f in rows[1].fields_list] == [("a", "x"), ("b", "y"), ("a", "z")]
+    assert rows[2].fields == {"msg": "two\nlines"}
+    assert "fields_list" not in read(spark, db, "s").columns
+
+
+def test_non_utf8_values_fail_the_default_read_and_come_back_with_binary(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, 'XADD bin 1-1 f "\\xff\\xfeok" g plain')
+    with pytest.raises(Exception) as e:
+        read(spark, db, "bin").collect()
+    assert "is not UTF-8" in str(e.value) and "binary=true" in str(e.value)
+    rows = read(spark, db, "bin", binary="true", fields_list="true").collect()
+    assert rows[0].fields == {"f": bytearray(b"\xff\xfeok"), "g": bytearray(b"plain")}
+    assert [(bytes(f.name), bytes(f.value)) for f in rows[0].fields_list] == [(b"f", b"\xff\xfeok"),
+                                                                             (b"g", b"plain")]
+
+
+def test_start_end_and_exclusive_bounds(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, *["XADD r %d-%d k v" % (ms, seq) for ms in range(1, 6) for seq in range(2)])
+    assert ids_of(read(spark, db, "r", start="2", end="3")) == ["2-0", "2-1", "3-0", "3-1"]
+    assert ids_of(read(spark, db, "r", start="(2-0", end="(4-1")) == ["2-1", "3-0", "3-1", "4-0"]
+    assert ids_of(read(spark, db, "r", start="4-1")) == ["4-1", "5-0", "5-1"]
+    assert ids_of(read(spark, db, "r", end="(1-1")) == ["1-0"]
+    assert ids_of(read(spark, db, "r", start="5", end="2")) == []
+    assert ids_of(read(spark, db, "missing")) == []
+
+
+def test_partitions_cover_every_row_exactly_once(spark, tmp_path):
+    db = tmp_path / "db"
+    lines = ["XADD big %d-%d i %d" % (1000 + 3 * i, 0, i) for i in range(1500)]
+    lines += ["XADD big 9000-%d i bunched%d" % (s, s) for s in range(300)]   # one ms, many entries
+    xs(db, *lines)
+    df = read(spark, db, "big", partitions="4", chunk="97")
+    assert df.rdd.getNumPartitions() == 4
+    from pyspark.sql.functions import spark_partition_id
+    rows = df.select("id", spark_partition_id().alias("p")).collect()
+    got = [r.id for r in rows]
+    assert len(got) == 1800 and len(set(got)) == 1800
+    assert set(got) == {"%d-0" % (1000 + 3 * i) for i in range(1500)} | {"9000-%d" % s for s in range(300)}
+    per = {}
+    for r in rows:
+        per.setdefault(r.p, []).append(r.id)
+    assert len(per) == 4 and max(len(v) for v in per.values()) < 1800
+    # a sub-range split too
+    sub = read(spark, db, "big", partitions="3", start="(1003", end="1099")
+    assert sorted(r.id for r in sub.collect()) == ["%d-0" % ms for ms in range(1006, 1100, 3)]
+
+
+def test_glob_reads_matching_streams_only(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, "XADD orders:eu 1-0 a 1", "XADD orders:us 2-0 a 2", "XADD orders:us 3-0 a 3",
+       "XADD other 4-0 a 4", "XADD orders 5-0 a 5")
+    rows = read(spark, db, "orders:*", partitions="2").collect()
+    assert sorted((r.stream, r.id) for r in rows) == [("orders:eu", "1-0"), ("orders:us", "2-0"),
+                                                      ("orders:us", "3-0")]
+    assert sorted(r.stream for r in read(spark, db, "o[rt]*").collect()) == \
+        ["orders", "orders:eu", "orders:us", "orders:us", "other"]
+
+
+# ================================================================= writing
+
+
+def test_write_then_xrange_via_xs(spark, tmp_path):
+    db = tmp_path / "db"
+    df = spark.createDataFrame([({"user": "ann", "n": "1"},), ({"user": "bob"},)], "fields map<string,string>")
+    df.coalesce(1).write.format("xstream").option("path", str(db)).option("stream", "out").mode("append").save()
+    (reply,) = xs(db, "XRANGE out - +")
+    assert len(reply) == 2
+    assert sorted(dict(zip(e[1][0::2], e[1][1::2])).get("user") for e in reply) == ["ann", "bob"]
+    assert {"user": "ann", "n": "1"} in [dict(zip(e[1][0::2], e[1][1::2])) for e in reply]
+
+
+def test_explicit_ids_routing_and_fields_list(spark, tmp_path):
+    db = tmp_path / "db"
+    rows = [("a", "5-1", {"k": "v1"}), ("b", "7", {"k": "v2"}), (None, "8-*", {"k": "v3"}), ("a", None, {"k": "v4"})]
+    df = spark.createDataFrame(rows, "stream string, id string, fields map<string,string>")
+    # one task: explicit IDs must reach each stream in increasing order
+    df.coalesce(1).write.format("xstream").option("path", str(db)).option("stream", "dflt").mode("append").save()
+    a, b, d = xs(db, "XRANGE a - +", "XRANGE b - +", "XRANGE dflt - +")
+    assert a[0] == ["5-1", ["k", "v1"]] and len(a) == 2 and a[1][1] == ["k", "v4"]
+    assert b == [["7-0", ["k", "v2"]]]
+    assert d == [["8-0", ["k", "v3"]]]
+    lst = spark.createDataFrame([("9-0", [("x", "1"), ("x", "2")])],
+                                "id string, fields_list array<struct<name:string,value:string>>")
+    lst.write.format("xstream").option("path", str(db)).option("stream", "dflt").mode("append").save()
+    assert xs(db, "XRANGE dflt 9 9") == [[["9-0", ["x", "1", "x", "2"]]]]
+
+
+def test_read_write_round_trip_keeps_ids_duplicates_and_bytes(spark, tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    xs(src, 'XADD s 3-3 a 1 a 2 b "\\x00\\xff"', "XADD s 4-0 c d")
+    df = read(spark, src, "s", binary="true", fields_list="true")
+    df.write.format("xstream").option("path", str(dst)).mode("append").save()
+    assert run_xs(dst, ["XRANGE s - +"], "raw").stdout == run_xs(src, ["XRANGE s - +"], "raw").stdout
+
+
+def test_a_failed_batch_is_rolled_back_and_earlier_batches_stay(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, "XADD s 10-0 k v")
+    df = spark.createDataFrame([("11-0", {"k": "a"}), ("12-0", {"k": "b"}), ("13-0", {"k": "c"}), ("1-0", {"k": "d"})],
+                               "id string, fields map<string,string>")
+    w = df.coalesce(1).write.format("xstream").option("path", str(db)).option("stream", "s").option("batch_size", "2")
+    with pytest.raises(Exception) as e:
+        w.mode("append").save()
+    assert "equal or smaller than the target stream top item" in str(e.value)
+    assert [x[0] for x in xs(db, "XRANGE s - +")[0]] == ["10-0", "11-0", "12-0"]
+
+
+# ================================================================== errors
+
+
+@pytest.mark.parametrize("opts,text", [
+    ({"partitions": "0"}, "option partitions must be a positive integer"),
+    ({"start": "abc"}, "option start='abc' is not a stream ID"),
+    ({"binary": "maybe"}, "option binary must be true or false"),
+    ({"partiton": "2"}, "unknown read option(s) partiton"),
+])
+def test_bad_read_options_give_a_clear_error(spark, tmp_path, opts, text):
+    db = tmp_path / "db"
+    xs(db, "XADD s 1-0 a 1")
+    with pytest.raises(Exception) as e:
+        read(spark, db, "s", **opts).collect()
+    msg = str(e.value)
+    assert "xstream: " + text in msg
+    assert "at org.apache.spark" not in msg     # the Python error, not a JVM stack trace
+
+
+def test_bad_writes_give_a_clear_error(spark, tmp_path):
+    db = tmp_path / "db"
+    df = spark.createDataFrame([({"k": "v"},)], "fields map<string,string>")
+    with pytest.raises(Exception) as e:
+        df.write.format("xstream").option("path", str(db)).mode("append").save()
+    assert "xstream: option 'stream' or a 'stream' column is required" in str(e.value)
+    with pytest.raises(Exception) as e:
+        df.write.format("xstream").option("path", str(db)).option("stream", "s").mode("overwrite").save()
+    assert "only mode('append') is supported" in str(e.value)
+    bad = spark.createDataFrame([("nope", {"k": "v"})], "id string, fields map<string,string>")
+    with pytest.raises(Exception) as e:
+        bad.write.format("xstream").option("path", str(db)).option("stream", "s").mode("append").save()
+    assert "xstream: id 'nope' is not an XADD ID" in str(e.value)
