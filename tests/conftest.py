@@ -7,6 +7,11 @@
   redis      a private redis-server on loopback (session-scoped); a small
              RESP3 client with .call(*args) and .flushall(); tests using it
              are skipped when redis-server is not installed
+  spark      one SparkSession for the whole test session (local[2], UTC,
+             the xstream data source registered); workers run this
+             interpreter with the repository on PYTHONPATH; tests using it
+             are skipped when pyspark is not installed
+  xs_json(db, *lines)   helper: run xs script lines on db, the JSON replies
 """
 import json
 import os
@@ -162,3 +167,47 @@ def redis():
     proc.kill()
     proc.wait()
     shutil.rmtree(d, ignore_errors=True)
+
+
+def xs_json(db, *lines):
+    """Run xs script lines on the store ``db``; the JSON replies (fails the
+    test when xs exits non-zero)."""
+    p = run_xs(db, list(lines))
+    assert p.returncode == 0, p.stderr
+    return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
+
+
+def spark_env():
+    """Environment for Spark's Python workers (and Spark subprocesses): this
+    interpreter, and the repository importable."""
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+    if not os.environ.get("JAVA_HOME") and not shutil.which("java"):
+        for d in ("/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/java-17-openjdk-arm64",
+                  "/usr/lib/jvm/default-java"):
+            if os.path.exists(os.path.join(d, "bin", "java")):
+                env["JAVA_HOME"] = d
+                break
+    return env
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession per test session, xstream registered."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    os.environ.update(spark_env())
+    if not os.environ.get("JAVA_HOME") and not shutil.which("java"):
+        pytest.skip("no Java found (Spark needs Java 17+; set JAVA_HOME)")
+    from pyspark.sql import SparkSession
+    from storage.spark import register
+    s = (SparkSession.builder.master("local[2]").appName("xs-test")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.default.parallelism", "2")
+         .config("spark.sql.session.timeZone", "UTC")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    register(s)
+    yield s
+    s.stop()

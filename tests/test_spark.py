@@ -2,42 +2,17 @@
 what xs wrote, ranges, partitions, globs, binary values, and batch
 writes read back through xs.  Skipped without pyspark."""
 import datetime
-import json
-import os
-import sys
 
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from conftest import ROOT, run_xs  # noqa: E402
+from conftest import run_xs, xs_json  # noqa: E402
 from storage.ids import U64  # noqa: E402
-from storage.spark import register, split_range  # noqa: E402
+from storage.spark import split_range  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    s = (SparkSession.builder.master("local[2]").appName("xs-test")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    register(s)
-    yield s
-    s.stop()
-
-
-def xs(db, *lines):
-    """Run xs script lines on ``db``; the JSON replies."""
-    p = run_xs(db, list(lines))
-    assert p.returncode == 0, p.stderr
-    return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
+xs = xs_json
 
 
 def read(spark, db, stream, **opts):
