@@ -154,8 +154,10 @@ def claim(p, name, group, consumer, o):
         t = now
     if o.lastid is not None and o.lastid > g.last_id:
         g.last_id = o.lastid
+    # Redis (7.0.x backports of #11099 on): the consumer is created or
+    # seen before the claiming, even when nothing is claimed
+    c = p.groups.seen(g, consumer, now)
     out = []
-    c = None
     for i in o.ids:
         old = p.pel.get(g, i)
         if not p.log.exists(m, i):
@@ -170,8 +172,6 @@ def claim(p, name, group, consumer, o):
             count = old[2]
             if old[0] and o.min_idle and now - old[1] < o.min_idle:
                 continue
-        if c is None:
-            c = p.groups.seen(g, consumer, now)
         if o.retrycount is not None:
             count = o.retrycount
         elif not o.justid:
@@ -179,7 +179,7 @@ def claim(p, name, group, consumer, o):
         p.pel.put(g, i, c.cid, t, count, old)
         c.active_time = now
         out.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
-    if out or c is not None:
+    if out:
         p.streams.touch(name)
     return out
 
@@ -191,7 +191,7 @@ def autoclaim(p, name, group, consumer, o):
     attempts = o.count * 10
     count = o.count
     claimed, deleted = [], []
-    c = None
+    c = p.groups.seen(g, consumer, now)   # created even if nothing is claimed
     nxt = MIN_ID
     stored = p.log.getter(m)
     for i, rec in p.pel.items(g, o.start, MAX_ID):
@@ -206,8 +206,6 @@ def autoclaim(p, name, group, consumer, o):
             continue
         if rec[0] and o.min_idle and now - rec[1] < o.min_idle:
             continue
-        if c is None:
-            c = p.groups.seen(g, consumer, now)
         p.pel.put(g, i, c.cid, now, rec[2] if o.justid else bump(rec[2]), rec)
         c.active_time = now
         claimed.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])

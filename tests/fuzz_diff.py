@@ -1270,57 +1270,6 @@ def _approx_trim(c):
 
 
 OPEN_DIVERGENCES = [
-    Known("error_text_cleaning",
-          "issue 10: error texts echoing arguments: \\r and \\n become spaces, a NUL ends the text",
-          match=lambda c: c.both_errors() and _cleaned(c.err("xs")) == c.err("redis"),
-          repro=["XADD s 1-0 f v", 'XPENDING s "x\\x00y"', 'XPENDING s "a\\r\\nb"']),
-    Known("unknown_command_text",
-          "issue 10: unknown-command / unknown-subcommand error quoting (128 characters in all, as Redis)",
-          match=lambda c: c.both_errors() and re.match(r"ERR unknown (sub)?command", c.err("redis") or "")
-          is not None and re.match(r"ERR unknown (sub)?command", c.err("xs") or "") is not None,
-          repro=["XVERYLONG" * 20 + " a", "XFOO " + "b" * 200 + " c"]),
-    Known("json_map_with_repeated_key",
-          "NEW (fuzzer): --json renders a RESP3 map as a JSON object, so XREAD / XREADGROUP naming one stream "
-          "twice (STREAMS s s 0 0) prints it once; Redis (and xs --raw / --no-raw) answer it twice. Repro: "
-          "XADD s 1-0 f v; XREAD STREAMS s s 0 0",
-          match=lambda c: c.name in ("XREAD", "XREADGROUP") and isinstance(c.ref, Dup) and isinstance(c.got, dict),
-          new=True, stateless=True,
-          repro=["XADD s 1-0 f v", "XREAD STREAMS s s 0 0"]),
-    Known("glob_only_stars_empty_key",
-          "issue 10: a pattern of only stars must match the empty key",
-          match=_glob_only_stars,
-          repro=['XADD "" 1-0 f v', "KEYS *", "KEYS **", "SCAN 0 MATCH *"]),
-    Known("xautoclaim_count_upper_bound",
-          "issue 10: XAUTOCLAIM COUNT above (2^63-1)/16 must be 'COUNT must be > 0'",
-          match=lambda c: c.name == "XAUTOCLAIM" and (c.option(b"COUNT") or b"").strip().lstrip(b"+").isdigit()
-          and int(c.option(b"COUNT")) > 1 << 58,
-          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0", "XAUTOCLAIM s g c 0 0 COUNT 576460752303423488"]),
-    Known("delivery_counter_wrap",
-          "issue 10: the delivery counter wraps at 2^63-1 (RETRYCOUNT near the maximum, then a delivery)",
-          match=lambda c: _big_number_leaves(c) and c.earlier(lambda h: b"RETRYCOUNT" in _up(h.argv)),
-          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0", "XREADGROUP GROUP g c STREAMS s >",
-                 "XCLAIM s g c 0 1-0 RETRYCOUNT 9223372036854775807", "XREADGROUP GROUP g c STREAMS s 0",
-                 "XPENDING s g - + 10"]),
-    Known("xreadgroup_max_id_is_gt",
-          "issue 10: XREADGROUP with 18446744073709551615-18446744073709551615 means '>' in Redis",
-          match=lambda c: c.earlier(lambda h: h.argv[0].upper() == b"XREADGROUP" and MAX_ID in h.argv)
-          or (c.name == "XREADGROUP" and MAX_ID in c.argv),
-          repro=["XADD s 1-0 f v", "XGROUP CREATE s g 0",
-                 "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615"]),
-    Known("claim_creates_consumer",
-          "NEW (fuzzer): XCLAIM / XAUTOCLAIM must create the consumer even when they claim nothing (Redis "
-          "7.2+, #11099 'XREADGROUP and X[AUTO]CLAIM create the consumer regardless of whether it was able to "
-          "perform some reading/claiming'); xs creates it only when it claims an entry. Repro: XGROUP CREATE s "
-          "g 0 MKSTREAM; XAUTOCLAIM s g bob 0 0; XINFO GROUPS s -> consumers 1 (Redis 8), 0 (xs)",
-          match=lambda c: c.earlier(lambda h: h.created and h.argv[0].upper() in (b"XCLAIM", b"XAUTOCLAIM"))
-          and _consumer_listing(c), new=True,
-          repro=["XGROUP CREATE s g 0 MKSTREAM", "XAUTOCLAIM s g bob 0 0", "XCLAIM s g carol 0 1-0",
-                 "XINFO GROUPS s"]),
-    Known("redis_cli_script_specials",
-          "issue 10: redis-cli script mode: a leading repeat count, exit and quit",
-          match=lambda c: c.text and bool(c.argv) and (re.fullmatch(rb"[+-]?\d+", c.argv[0]) is not None
-                                                       or c.argv[0].lower() in (b"exit", b"quit")),
-          repro=["XADD s 1-0 f v"], tail=["2 XLEN s", "0 XLEN s", "quit", "XLEN s"]),
     Known("approx_trim_by_nodes",
           "issue 10: approximate trimming (~) must remove whole nodes as Redis fills them (100 entries / "
           "4096 bytes)",

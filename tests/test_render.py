@@ -210,6 +210,14 @@ def test_json_xread_map_keyed_by_stream():
     assert j(r) == {"s": [["1-0", ["a", "b"]]], "t": []}
 
 
+def test_json_map_naming_a_stream_twice_keeps_both_pairs_like_redis():
+    # XREAD STREAMS s s 0 1-0: Redis's RESP3 map carries "s" twice
+    r = Map([(b"s", [[b"1-0", [b"a", b"b"]]]), (b"s", [])], flat=False)
+    out = render_json(r)
+    assert out == b'{"s": [["1-0", ["a", "b"]]], "s": []}\n'
+    assert json.loads(out, object_pairs_hook=list) == [("s", [["1-0", ["a", "b"]]]), ("s", [])]
+
+
 def test_json_non_utf8_round_trips_through_surrogateescape():
     b = render_json([b"\xff\xfe", b"caf\xc3\xa9", b"\x00"])
     v = json.loads(b.decode("utf-8"))      # the document itself is valid UTF-8

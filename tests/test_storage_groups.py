@@ -124,6 +124,16 @@ def test_xreadgroup_nothing_new_is_null_but_consumer_is_created(store):
     assert b"c" in consumers(store, group_meta(store, b"s", b"g").gid)
 
 
+@pytest.mark.parametrize("claim", [("XCLAIM", "s", "g", "bob", "0", "1-0"),
+                                   ("XAUTOCLAIM", "s", "g", "bob", "0", "0")])
+def test_a_claim_that_claims_nothing_still_creates_the_consumer(store, claim):
+    # Redis 7.0.x backports of #11099 on: X[AUTO]CLAIM look the consumer up
+    # or create it before claiming (t_stream.c xclaimCommand)
+    cmd(store, "XGROUP", "CREATE", "s", "g", "0", "MKSTREAM")
+    cmd(store, *claim)
+    assert b"bob" in consumers(store, group_meta(store, b"s", b"g").gid)
+
+
 def test_xreadgroup_history_read_bumps_delivery_but_not_of_deleted_entries(store, clock):
     setup(store)
     read(store, "c")

@@ -168,11 +168,27 @@ def to_jsonable(r):
     if t is Status or t is str:
         return str(r)
     if t is Map:
-        return {(k.decode("utf-8", "surrogateescape") if type(k) is bytes else str(k)): to_jsonable(v)
-                for k, v in r.pairs}
+        pairs = [(k.decode("utf-8", "surrogateescape") if type(k) is bytes else str(k), to_jsonable(v))
+                 for k, v in r.pairs]
+        d = dict(pairs)
+        return d if len(d) == len(pairs) else _RepeatedKeys(pairs)
     if isinstance(r, RedisError):
         return {"error": r.text}
     raise TypeError("cannot render %r" % (r,))
+
+
+class _RepeatedKeys(dict):
+    """A RESP3 map that names a key twice (XREAD STREAMS s s 0 0): Redis
+    sends both pairs, so the JSON object has the key twice too (valid
+    JSON; a parser that keeps one key sees the last).  The json module
+    writes a dict subclass through its items()."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        self._pairs = pairs
+
+    def items(self):
+        return list(self._pairs)
 
 
 def json(reply):
