@@ -1,0 +1,459 @@
+"""Help texts: ``xs help``, ``xs help XADD``, ``help XADD`` at the prompt,
+``xs XADD --help``, usage lines after a wrong-arity error, and
+"did you mean" suggestions.  The man pages (tools/gen_docs.py) are made
+from the same tables.
+
+    command_help(name) -> str | None   full help of a Redis or porcelain command
+    overview() -> str                  every command, by family
+    usage_line(name) -> str | None     "usage: XADD key [NOMKSTREAM] ..."
+    suggest(name) -> str | None        the closest command name to a typo
+
+The grammar of a Redis command is its parser's docstring (the command
+table, xstream_cli.commands); the summary, the Redis version that
+introduced it, its time complexity and examples are the table DOCS below.
+Porcelain commands are described by their click commands, which are
+imported only when a porcelain name is asked about: this module imports
+neither click nor rich, so the one-shot path may use it.
+"""
+import difflib
+import re
+
+REDIS_DOCS_URL = "https://redis.io/docs/latest/commands/%s/"
+
+# (family, man page, title, blurb, Redis command names) -- every command of
+# the command table is in exactly one family (tests/test_help.py checks)
+FAMILIES = [
+    ("stream", "streams", "stream commands",
+     "Adding, reading, trimming and inspecting streams.",
+     ["XADD", "XRANGE", "XREVRANGE", "XLEN", "XDEL", "XDELEX", "XTRIM", "XSETID", "XCFGSET",
+      "XREAD", "XINFO"]),
+    ("group", "groups", "consumer group commands",
+     "Consumer groups: delivery, pending entries lists (PELs), acknowledgement, claiming.",
+     ["XGROUP", "XREADGROUP", "XACK", "XACKDEL", "XNACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"]),
+    ("keyspace", "keyspace", "keyspace commands",
+     "The keyspace: every key is a stream.",
+     ["DEL", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME"]),
+]
+
+PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never shadow one): "
+                   "for people and scripts.")
+
+# name -> (summary, since (Redis version), time complexity, examples).
+# Summaries and complexities are written for xs from the Redis command
+# reference; an example is one command line as typed in a shell after "xs".
+DOCS = {
+    "XADD": (
+        "Append an entry (field-value pairs) to a stream and print its ID; the stream is "
+        "created unless NOMKSTREAM is given. '*' lets xs pick the ID; MAXLEN / MINID trim "
+        "in the same step; IDMP / IDMPAUTO drop a producer's duplicate submissions.",
+        "5.0.0",
+        "O(1) per added entry, plus O(N) for the N entries evicted when trimming.",
+        ["XADD events '*' user alice action login",
+         "XADD events MAXLEN '~' 1000 '*' user bob action logout",
+         "XADD events 1700000000000-0 user carol action login",
+         "XADD events IDMP producer-1 req-42 '*' user dave action pay"]),
+    "XRANGE": (
+        "Entries with IDs between start and end, oldest first. '-' and '+' are the smallest "
+        "and largest IDs, '(' before an ID excludes it; COUNT caps the reply.",
+        "5.0.0",
+        "O(N) in the entries returned (O(1) for a small fixed COUNT), plus O(log N) to find "
+        "the start.",
+        ["XRANGE events - +",
+         "XRANGE events 1700000000000 + COUNT 10",
+         "XRANGE events '(1700000000000-0' + COUNT 10"]),
+    "XREVRANGE": (
+        "XRANGE in reverse: entries from end down to start, newest first.",
+        "5.0.0",
+        "O(N) in the entries returned (O(1) for a small fixed COUNT).",
+        ["XREVRANGE events + - COUNT 1",
+         "XREVRANGE events + 1700000000000"]),
+    "XLEN": (
+        "The number of entries in a stream (0 when it does not exist).",
+        "5.0.0", "O(1).",
+        ["XLEN events"]),
+    "XDEL": (
+        "Delete entries by ID; prints how many existed. The stream keeps its last ID.",
+        "5.0.0", "O(1) per ID.",
+        ["XDEL events 1700000000000-0",
+         "XDEL events 1700000000000-0 1700000000001-0"]),
+    "XDELEX": (
+        "Delete entries by ID, saying per ID what happened, and choose what becomes of their "
+        "references in consumer groups' pending lists: KEEPREF keeps them, DELREF removes "
+        "them, ACKED deletes only entries every group has acknowledged.",
+        "8.2.0", "O(1) per ID, plus the consumer groups visited for DELREF and ACKED.",
+        ["XDELEX events IDS 2 1700000000000-0 1700000000001-0",
+         "XDELEX events ACKED IDS 1 1700000000000-0"]),
+    "XTRIM": (
+        "Trim a stream to at most MAXLEN entries, or drop the entries older than the MINID "
+        "ID; '~' lets xs trim less than asked, LIMIT caps the entries removed.",
+        "5.0.0", "O(N) in the entries evicted.",
+        ["XTRIM events MAXLEN 1000",
+         "XTRIM events MINID 1700000000000",
+         "XTRIM events MAXLEN '~' 1000 LIMIT 100"]),
+    "XSETID": (
+        "Set a stream's last ID (and optionally its entries-added counter and largest "
+        "deleted ID): later '*' IDs continue from there.",
+        "5.0.0", "O(1).",
+        ["XSETID events 1800000000000-0"]),
+    "XCFGSET": (
+        "Configure a stream's idempotent-production memory: how many seconds (IDMP-DURATION) "
+        "and how many IDs per producer (IDMP-MAXSIZE) XADD IDMP remembers. Clears what was "
+        "remembered.",
+        "8.6.0", "O(1).",
+        ["XCFGSET events IDMP-DURATION 300",
+         "XCFGSET events IDMP-DURATION 300 IDMP-MAXSIZE 1000"]),
+    "XREAD": (
+        "Read entries after the given IDs from one or more streams; '$' means only new "
+        "entries, '+' the last one. BLOCK waits (milliseconds, 0 forever) until something "
+        "arrives, even from another process.",
+        "5.0.0",
+        "O(M) per stream for the M entries returned; a write wakes the readers blocked on "
+        "its stream.",
+        ["XREAD COUNT 10 STREAMS events 0",
+         "XREAD BLOCK 5000 STREAMS events '$'",
+         "XREAD STREAMS events orders 0 0"]),
+    "XINFO": (
+        "Inspect a stream, its consumer groups or a group's consumers.",
+        "5.0.0", "See the subcommands.",
+        ["XINFO STREAM events", "XINFO GROUPS events", "XINFO CONSUMERS events workers"]),
+    "XINFO STREAM": (
+        "A stream's length, first and last entries, IDs and counters, groups; FULL adds its "
+        "entries, groups, pending lists and consumers (COUNT caps each list, 0 for all).",
+        "5.0.0", "O(1); FULL: O(N) in the entries and pending entries returned.",
+        ["XINFO STREAM events", "XINFO STREAM events FULL COUNT 5"]),
+    "XINFO GROUPS": (
+        "A stream's consumer groups: consumers, pending entries, last delivered ID, lag.",
+        "5.0.0", "O(1) per group.",
+        ["XINFO GROUPS events"]),
+    "XINFO CONSUMERS": (
+        "A group's consumers: pending entries, idle time, inactive time.",
+        "5.0.0", "O(1) per consumer.",
+        ["XINFO CONSUMERS events workers"]),
+    "XINFO HELP": (
+        "The XINFO subcommands, briefly.",
+        "5.0.0", "O(1).",
+        ["XINFO HELP"]),
+    "XGROUP": (
+        "Create, move, destroy consumer groups; create and delete consumers.",
+        "5.0.0", "See the subcommands.",
+        ["XGROUP CREATE events workers '$' MKSTREAM", "XGROUP HELP"]),
+    "XGROUP CREATE": (
+        "Create a consumer group that delivers entries after the given ID ('$': only new "
+        "ones, 0: all); MKSTREAM creates a missing stream, ENTRIESREAD sets its lag counter.",
+        "5.0.0", "O(1).",
+        ["XGROUP CREATE events workers '$'",
+         "XGROUP CREATE events workers 0 MKSTREAM"]),
+    "XGROUP SETID": (
+        "Move a group's last delivered ID (replay with 0, skip to the end with '$').",
+        "5.0.0", "O(1).",
+        ["XGROUP SETID events workers 0"]),
+    "XGROUP DESTROY": (
+        "Delete a consumer group, its consumers and its pending entries list.",
+        "5.0.0", "O(N) in the group's pending entries.",
+        ["XGROUP DESTROY events workers"]),
+    "XGROUP CREATECONSUMER": (
+        "Add a consumer to a group (XREADGROUP also creates consumers when they first read).",
+        "6.2.0", "O(1).",
+        ["XGROUP CREATECONSUMER events workers alice"]),
+    "XGROUP DELCONSUMER": (
+        "Delete a consumer; its pending entries are dropped from the group (claim them first).",
+        "5.0.0", "O(1), plus O(N) in the consumer's pending entries.",
+        ["XGROUP DELCONSUMER events workers alice"]),
+    "XGROUP HELP": (
+        "The XGROUP subcommands, briefly.",
+        "5.0.0", "O(1).",
+        ["XGROUP HELP"]),
+    "XREADGROUP": (
+        "Read as a consumer of a group: '>' delivers entries never delivered to the group "
+        "and adds them to the consumer's pending list (until XACK); another ID re-reads the "
+        "consumer's own pending entries. NOACK skips the pending list; CLAIM also takes over "
+        "entries pending longer than min-idle-time; BLOCK waits as in XREAD.",
+        "5.0.0",
+        "O(M) per stream for the M entries returned; CLAIM adds O(log N) per claimed entry.",
+        ["XREADGROUP GROUP workers alice COUNT 10 STREAMS events '>'",
+         "XREADGROUP GROUP workers alice BLOCK 5000 STREAMS events '>'",
+         "XREADGROUP GROUP workers alice STREAMS events 0",
+         "XREADGROUP GROUP workers alice CLAIM 60000 COUNT 10 STREAMS events '>'"]),
+    "XACK": (
+        "Acknowledge entries: remove them from the group's pending entries list. Prints how "
+        "many were pending.",
+        "5.0.0", "O(1) per ID.",
+        ["XACK events workers 1700000000000-0",
+         "XACK events workers 1700000000000-0 1700000000001-0"]),
+    "XACKDEL": (
+        "Acknowledge entries and delete them from the stream in one step; KEEPREF / DELREF "
+        "/ ACKED choose what happens to other groups' references to them.",
+        "8.2.0", "O(1) per ID, plus the consumer groups visited for DELREF and ACKED.",
+        ["XACKDEL events workers IDS 1 1700000000000-0",
+         "XACKDEL events workers ACKED IDS 2 1700000000000-0 1700000000001-0"]),
+    "XNACK": (
+        "Give pending entries back to the group without acknowledging them, so another "
+        "consumer gets them at once. SILENT undoes the delivery count, FAIL keeps it, FATAL "
+        "marks the entries as not to be retried; RETRYCOUNT sets the count.",
+        "8.8.0", "O(1) per ID.",
+        ["XNACK events workers FAIL IDS 1 1700000000000-0",
+         "XNACK events workers SILENT IDS 2 1700000000000-0 1700000000001-0"]),
+    "XPENDING": (
+        "A group's pending entries: without a range, a summary (count, smallest and largest "
+        "ID, count per consumer); with start end count, one line per entry (ID, consumer, "
+        "idle milliseconds, deliveries), filtered by IDLE and consumer.",
+        "5.0.0",
+        "O(N) in the entries returned; the summary is O(1) plus O(C) for C consumers; IDLE "
+        "scans the range.",
+        ["XPENDING events workers",
+         "XPENDING events workers - + 10",
+         "XPENDING events workers IDLE 60000 - + 10 alice"]),
+    "XCLAIM": (
+        "Take over pending entries idle for at least min-idle-time milliseconds: they move to "
+        "the given consumer with their delivery count raised (JUSTID: not raised, IDs only).",
+        "5.0.0", "O(log N) per ID, N the size of the pending entries list.",
+        ["XCLAIM events workers bob 60000 1700000000000-0",
+         "XCLAIM events workers bob 60000 1700000000000-0 JUSTID"]),
+    "XAUTOCLAIM": (
+        "Scan the pending entries list from start and claim up to COUNT (default 100) entries "
+        "idle for at least min-idle-time; prints the cursor to continue from, the claimed "
+        "entries and the IDs of entries that no longer exist.",
+        "6.2.0", "O(1) for a small COUNT (the scan visits at most 10 x COUNT entries).",
+        ["XAUTOCLAIM events workers bob 60000 0-0 COUNT 10",
+         "XAUTOCLAIM events workers bob 60000 0-0 JUSTID"]),
+    "DEL": (
+        "Delete streams, with their entries, groups and pending lists; prints how many "
+        "existed.",
+        "1.0.0", "O(N) in the keys given, plus O(M) in the entries of each deleted stream.",
+        ["DEL events", "DEL events orders"]),
+    "EXISTS": (
+        "How many of the given keys exist (a key named twice counts twice).",
+        "1.0.0", "O(N) in the keys given.",
+        ["EXISTS events", "EXISTS events orders"]),
+    "TYPE": (
+        "The type of a key: 'stream', or 'none' when it does not exist.",
+        "1.0.0", "O(1).",
+        ["TYPE events"]),
+    "KEYS": (
+        "Every key matching a glob-style pattern (* ? [abc] [^a] [a-z], \\ escapes).",
+        "1.0.0", "O(N) in the keys of the store.",
+        ["KEYS '*'", "KEYS 'ev*'"]),
+    "SCAN": (
+        "Walk the keyspace in steps: each call prints the cursor of the next call (0 when "
+        "done) and some keys, filtered by MATCH pattern and TYPE.",
+        "2.8.0", "O(1) per call, O(N) for a complete walk.",
+        ["SCAN 0", "SCAN 0 MATCH 'ev*' COUNT 100", "SCAN 0 TYPE stream"]),
+    "RENAME": (
+        "Rename a stream, keeping its entries and groups; a stream already named newkey is "
+        "deleted first.",
+        "1.0.0", "O(1), plus deleting an existing newkey.",
+        ["RENAME events events-2024"]),
+}
+
+
+# ================================================================ the table
+
+def _table():
+    from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+    return COMMANDS, SUBCOMMANDS
+
+
+def _words(name):
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return name.split()
+
+
+def _redis(name):
+    """(display name, Command or None for a container, subcommand names)
+    for a Redis command name ("xadd", "XGROUP create", "xgroup"), or
+    None."""
+    COMMANDS, SUBCOMMANDS = _table()
+    w = _words(name)
+    if not w:
+        return None
+    head = w[0].upper().encode("utf-8", "surrogateescape")
+    if head in COMMANDS and len(w) == 1:
+        return head.decode(), COMMANDS[head], []
+    subs = SUBCOMMANDS.get(head)
+    if subs is None:
+        return None
+    if len(w) == 1:
+        return head.decode(), None, [s.decode() for s in subs]
+    sub = w[1].upper().encode("utf-8", "surrogateescape")
+    if len(w) == 2 and sub in subs:
+        return "%s %s" % (head.decode(), sub.decode()), subs[sub], []
+    return None
+
+
+def redis_names():
+    """Every Redis command and subcommand name, as shown ("XGROUP CREATE")."""
+    COMMANDS, SUBCOMMANDS = _table()
+    out = [n.decode() for n in COMMANDS]
+    for c, subs in SUBCOMMANDS.items():
+        out.append(c.decode())
+        out += ["%s %s" % (c.decode(), s.decode()) for s in subs]
+    return sorted(out)
+
+
+def family_of(name):
+    """The family of a Redis command ("XGROUP CREATE" -> "group")."""
+    head = _words(name)[0].upper()
+    for fam, _, _, _, names in FAMILIES:
+        if head in names:
+            return fam
+    return None
+
+
+def example_line(example, prefix="xs "):
+    return prefix + example
+
+
+# ============================================================ porcelain
+
+_PORCELAIN = None
+
+
+def porcelain():
+    """{name: click command} of the visible porcelain commands (imports
+    the click application)."""
+    global _PORCELAIN
+    if _PORCELAIN is None:
+        from xstream_cli.app import cli
+        _PORCELAIN = {n: c for n, c in cli.commands.items() if not c.hidden}
+    return _PORCELAIN
+
+
+def _click_help(name, cmd, usage_only=False):
+    import click
+
+    from xstream_cli.app import cli
+    with click.Context(cli, info_name="xs") as parent:
+        ctx = click.Context(cmd, info_name=name, parent=parent)
+        return ctx.get_usage() if usage_only else ctx.get_help()
+
+
+def _porcelain_name(name):
+    if not isinstance(name, str) or " " in name.strip():
+        return None
+    n = name.strip()
+    return n if n in porcelain() else None
+
+
+# ================================================================ the API
+
+def usage_line(name):
+    """One line: ``usage: XADD key [NOMKSTREAM] ...`` (a container lists
+    its subcommands), or None for an unknown name."""
+    r = _redis(name)
+    if r is not None:
+        display, cmd, subs = r
+        if cmd is not None:
+            return "usage: " + cmd.grammar
+        return "usage: %s <%s> [arguments ...]" % (display, " | ".join(subs))
+    p = _porcelain_name(name)
+    if p is not None:
+        return "usage: " + _click_help(p, porcelain()[p], usage_only=True).split("Usage: ", 1)[-1]
+    return None
+
+
+def command_help(name):
+    """The full help of a Redis command ("XADD", "xgroup create", "XINFO")
+    or a porcelain command ("tail"), or None if there is no such
+    command."""
+    r = _redis(name)
+    if r is None:
+        p = _porcelain_name(name)
+        if p is None:
+            return None
+        return _click_help(p, porcelain()[p]).rstrip("\n") + "\n"
+    display, cmd, subs = r
+    summary, since, complexity, examples = DOCS.get(display, ("", "", "", []))
+    L = []
+    if cmd is not None:
+        L += [cmd.grammar, ""]
+    else:
+        L += ["%s <subcommand> [arguments ...]" % display, ""]
+    L += _wrap(summary, "  ")
+    L.append("")
+    L.append("  family:     %s" % family_of(display))
+    if since:
+        L.append("  since:      Redis %s" % since)
+    if complexity:
+        L += _wrap(complexity, "  complexity: ", "              ")
+    if cmd is not None:
+        L.append("  %s" % ("writes (one durable transaction)" if cmd.write else "reads only"))
+    if subs:
+        COMMANDS, SUBCOMMANDS = _table()
+        L += ["", "Subcommands:"]
+        for s in subs:
+            full = "%s %s" % (display, s)
+            L.append("  %s" % SUBCOMMANDS[display.encode()][s.encode()].grammar)
+            L += _wrap(DOCS.get(full, ("",))[0], "      ")
+    if examples:
+        L += ["", "Examples:"]
+        L += ["  " + example_line(e) for e in examples]
+    L += ["", "Redis reference: " + REDIS_DOCS_URL % (display.lower().replace(" ", "-"))]
+    return "\n".join(L) + "\n"
+
+
+def overview():
+    """Every command, listed by family, with a one-line summary."""
+    L = ["xs: Redis Streams in a file. Commands by family (Redis names are case-insensitive",
+         "and take Redis's own arguments):"]
+    COMMANDS, SUBCOMMANDS = _table()
+    for fam, _, title, _, names in FAMILIES:
+        L += ["", "%s:" % title.capitalize()]
+        for n in names:
+            entries = [n] if n.encode() in COMMANDS else \
+                ["%s %s" % (n, s.decode()) for s in SUBCOMMANDS[n.encode()]]
+            for e in entries:
+                L.append("  %-22s %s" % (e, _first_sentence(DOCS.get(e, ("",))[0])))
+    try:
+        pc = porcelain()
+    except Exception:           # noqa: BLE001  (the Redis part is still worth showing)
+        pc = {}
+    if pc:
+        L += ["", "Porcelain commands (xs COMMAND --help for options):"]
+        for n in sorted(pc):
+            L.append("  %-22s %s" % (n, pc[n].get_short_help_str(limit=56)))
+    L += ["", "xs help COMMAND shows a command's grammar, summary, complexity and examples;",
+          "man xs (and man xs-streams, xs-groups, xs-keyspace) the manual."]
+    return "\n".join(L) + "\n"
+
+
+def suggest(name):
+    """The command name closest to ``name`` (a typo), or None."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    w = name.split()
+    if not w or len(w[0]) > 64:
+        return None
+    COMMANDS, SUBCOMMANDS = _table()
+    head = w[0].upper()
+    if head.encode() in SUBCOMMANDS and len(w) > 1:
+        subs = [s.decode() for s in SUBCOMMANDS[head.encode()]]
+        m = difflib.get_close_matches(w[1].upper(), subs, n=1, cutoff=0.6)
+        return "%s %s" % (head, m[0]) if m else None
+    redis = sorted(n.decode() for n in list(COMMANDS) + list(SUBCOMMANDS))
+    try:
+        pc = sorted(porcelain())
+    except Exception:           # noqa: BLE001
+        pc = []
+    cands = {n: n for n in redis}
+    for n in pc:
+        cands.setdefault(n.upper(), n)
+    m = difflib.get_close_matches(head, list(cands), n=1, cutoff=0.6)
+    if not m or m[0] == head and cands[m[0]] == w[0]:
+        return None
+    return cands[m[0]]
+
+
+# ================================================================ helpers
+
+def _first_sentence(text):
+    s = re.split(r"[.;:] ", text)[0].rstrip(".") if text else ""
+    return s if len(s) <= 54 else s[:51].rsplit(" ", 1)[0] + " ..."
+
+
+def _wrap(text, first, rest=None, width=78):
+    if not text:
+        return []
+    import textwrap
+    return textwrap.wrap(text, width=width, initial_indent=first,
+                         subsequent_indent=first if rest is None else rest)
