@@ -13,15 +13,23 @@ import sys
 def main(argv=None):
     from xstream_cli import context
     args = sys.argv[1:] if argv is None else argv
-    parsed = context.parse_globals(args)
+    try:
+        parsed = context.parse_globals(args)
+        if parsed is not None:
+            context.from_environment(parsed[0])
+    except context.UsageError as e:
+        context.fail(str(e), context.EXIT_USAGE)
     if parsed is not None:
         g, rest = parsed
-        try:
-            context.from_environment(g)
-        except context.UsageError as e:
-            context.fail(str(e), context.EXIT_USAGE)
         from xstream_cli.commands import is_command
         if rest and is_command(rest[0]):
+            from xstream_cli.runner import run_one
+            return run_one(g, [os.fsencode(a) for a in rest])
+        if g.repeat is not None or g.interval:
+            context.fail("-r and -i repeat one Redis command (xs -r 3 -i 0.5 XLEN s)", context.EXIT_USAGE)
+        if rest and not rest[0].startswith("-") and not _porcelain(rest[0]):
+            # neither a Redis nor a porcelain command: Redis's own error,
+            # exit 1 like a wrong arity (not click's usage error, exit 2)
             from xstream_cli.runner import run_one
             return run_one(g, [os.fsencode(a) for a in rest])
         if not rest and not _isatty(0):
@@ -29,6 +37,13 @@ def main(argv=None):
             return run_script(g)
     from xstream_cli.app import run_click
     return run_click(args)
+
+
+def _porcelain(name):
+    """True if ``name`` is a porcelain (click) command; imports click,
+    which this path needs next anyway."""
+    from xstream_cli.app import cli
+    return name in cli.commands
 
 
 def _isatty(fd):

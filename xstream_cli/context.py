@@ -36,12 +36,14 @@ class UsageError(Exception):
 
 class Globals:
     """The global options of one invocation."""
-    __slots__ = ("db", "mode", "durable")
+    __slots__ = ("db", "mode", "durable", "repeat", "interval")
 
     def __init__(self, db=None, mode=None, durable=True):
         self.db = db              # store path given (None: XS_DB or the default)
         self.mode = mode          # "json", "raw", "noraw", "pretty" or None (by terminal)
         self.durable = durable    # fsync on commit
+        self.repeat = None        # -r N: run the command N times (negative: forever)
+        self.interval = 0.0       # -i SEC: wait this long between repetitions
 
     def __repr__(self):
         return "Globals(db=%r, mode=%r, durable=%r)" % (self.db, self.mode, self.durable)
@@ -72,7 +74,9 @@ def from_environment(g):
 def parse_globals(args):
     """Global options before the command, as the fast path sees them.
     Returns (Globals, rest), or None when click should handle the
-    command line (help, version, a porcelain option, a usage error)."""
+    command line (help, version, a porcelain option, a usage error).
+    Raises UsageError for a bad -r / -i (options only this fast path
+    knows: they repeat one Redis command, as in redis-cli)."""
     g = Globals()
     i = 0
     n = len(args)
@@ -92,11 +96,34 @@ def parse_globals(args):
         elif a == "--no-sync":
             g.durable = False
             i += 1
+        elif a == "-r" or a == "-i":
+            if i + 1 >= n:
+                raise UsageError("option %s needs a value" % a)
+            _repeat_option(g, a, args[i + 1])
+            i += 2
         elif a.startswith("-"):
             return None
         else:
             break
     return g, args[i:]
+
+
+def _repeat_option(g, flag, value):
+    """-r N / -i SEC, as redis-cli takes them (-r -1: forever)."""
+    if flag == "-r":
+        try:
+            g.repeat = int(value)
+        except ValueError:
+            g.repeat = 0
+        if g.repeat == 0:
+            raise UsageError("-r needs a whole number of repetitions (negative: forever), not %r" % value)
+    else:
+        try:
+            g.interval = float(value)
+        except ValueError:
+            g.interval = -1.0
+        if not 0 <= g.interval < 1e9:
+            raise UsageError("-i needs a number of seconds (0.1 for a tenth), not %r" % value)
 
 
 def default_db():

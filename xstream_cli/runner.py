@@ -3,6 +3,7 @@ stdin.  Used by the fast path (__main__) and by the click application
 alike, so both behave the same.
 """
 import sys
+import time
 
 from xstream_cli import context
 from xstream_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
@@ -10,29 +11,128 @@ from xstream_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 def run_one(g, argv):
     """Single-command mode: the reply on stdout; an error on stderr, exit
-    status 1.  ``argv``: the command as bytes."""
+    status 1.  ``argv``: the command as bytes.
+
+    ``XADD --help`` (the only argument after the command) prints the
+    command's help; so does ``-h`` where a lone argument is a wrong
+    arity anyway.  An unknown command, subcommand or a wrong arity is
+    answered before the store is opened, with Redis's error text and
+    exit status 1; on a terminal a usage line or a "did you mean" follows
+    it on stderr.  ``-r N`` / ``-i SEC`` (g.repeat, g.interval) run the
+    command N times on one open store; the status is 1 if any failed."""
     from storage.errors import RedisError
     from storage.txn import StoreFailure
+    from xstream_cli.commands import lookup
+    h = _help_request(argv)
+    if h is not None:
+        from xstream_cli.help import command_help
+        context.write_out(command_help(h).encode())
+        return EXIT_OK
     mode = context.resolve_mode(g.mode)
-    s = context.open_session(g, mode, reads_only=_reads_only(argv))
     try:
-        r = s.execute(argv)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except StoreFailure as e:
-        context.fail(str(e))
-    if isinstance(r, RedisError):
-        if mode == "json":
-            out = s.render(r)
-        elif mode == "raw":
-            out = r.text.encode("utf-8", "surrogateescape") + b"\n"
+        lookup(argv)
+    except RedisError as e:
+        _error(mode, e, argv)
+        return EXIT_ERROR
+    s = context.open_session(g, mode, reads_only=_reads_only(argv))
+    repeat = g.repeat or 1
+    status = EXIT_OK
+    while True:
+        try:
+            r = s.execute(list(argv))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        except StoreFailure as e:
+            context.fail(str(e))
+        if isinstance(r, RedisError):
+            _error(mode, r, argv, s.render)
+            status = EXIT_ERROR
         else:
-            out = b"(error) " + r.text.encode("utf-8", "surrogateescape") + b"\n"
+            context.write_out(s.render(r))
+        repeat -= 1
+        if repeat == 0:
+            return status
+        if g.interval:
+            try:
+                time.sleep(g.interval)
+            except KeyboardInterrupt:
+                return EXIT_INTERRUPTED
+
+
+def _error(mode, e, argv, render=None):
+    """Write Redis error ``e`` on stderr as the mode shows errors; on a
+    terminal, add a usage line (wrong arity, syntax error) or the
+    closest command name (unknown command)."""
+    if mode == "json":
+        if render is None:
+            from xstream_cli.render import RENDERERS
+            render = RENDERERS["json"]
+        out = render(e)
+    elif mode == "raw":
+        out = e.text.encode("utf-8", "surrogateescape") + b"\n"
+    else:
+        out = b"(error) " + e.text.encode("utf-8", "surrogateescape") + b"\n"
+    try:
+        if _isatty(sys.stderr):
+            hint = _hint(e.text, argv)
+            if hint:
+                out += hint.encode("utf-8", "replace") + b"\n"
         sys.stderr.buffer.write(out)
         sys.stderr.buffer.flush()
-        return EXIT_ERROR
-    context.write_out(s.render(r))
-    return EXIT_OK
+    except (OSError, ValueError):
+        pass
+
+
+def _hint(text, argv):
+    """The line a person at a terminal sees after error ``text``."""
+    from xstream_cli import help
+    name = argv[0].decode("utf-8", "replace")
+    if text.startswith("ERR unknown command ") or text.startswith("ERR unknown subcommand "):
+        what = name if text.startswith("ERR unknown command ") else \
+            "%s %s" % (name, argv[1].decode("utf-8", "replace"))
+        s = help.suggest(what)
+        return "(did you mean %s?)" % s if s else None
+    if text.startswith("ERR wrong number of arguments") or text == "ERR syntax error":
+        words = name
+        if len(argv) > 1 and help.usage_line("%s %s" % (name, argv[1].decode("utf-8", "replace"))):
+            words = "%s %s" % (name, argv[1].decode("utf-8", "replace"))
+        return help.usage_line(words)
+    return None
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _help_request(argv):
+    """The command name whose help ``argv`` asks for (``XADD --help``,
+    ``XGROUP CREATE --help``), or None.  ``-h`` counts only where one
+    argument would be a wrong arity anyway: ``XLEN -h`` is a stream."""
+    from xstream_cli.commands import COMMANDS, SUBCOMMANDS, _arity_ok
+    if argv[-1] not in (b"--help", b"-h"):
+        return None
+    name = argv[0].upper()
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        subs = SUBCOMMANDS.get(name)
+        if subs is None:
+            return None
+        if len(argv) == 2:                      # XGROUP --help
+            return name.decode()
+        cmd = subs.get(argv[1].upper())
+        if cmd is None or len(argv) != 3:
+            return None
+        words = 2
+    else:
+        words = 1
+    if len(argv) != words + 1:
+        return None
+    if argv[-1] == b"-h" and _arity_ok(cmd.arity, len(argv)):
+        return None
+    return " ".join(a.decode() for a in argv[:words]).upper()
 
 
 def run_script(g):

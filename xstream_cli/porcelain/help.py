@@ -1,0 +1,34 @@
+"""``xs help``: the commands by family; ``xs help XADD``: one command's
+grammar, summary, Redis version, complexity and examples (the texts are
+xstream_cli.help's, the same as ``help XADD`` at the prompt and
+``xs XADD --help``)."""
+import sys
+
+import click
+
+
+@click.command(name="help", context_settings={"ignore_unknown_options": True})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def help_(command):
+    """Show the commands by family, or the help of COMMAND (XADD, 'XGROUP CREATE', tail)."""
+    from xstream_cli import help
+    if not command:
+        text = help.overview()
+    else:
+        name = " ".join(command)
+        text = help.command_help(name)
+        if text is None:
+            s = help.suggest(name)
+            click.echo("xs: no command %r%s; xs help lists them"
+                       % (name, " (did you mean %s?)" % s if s else ""), err=True)
+            sys.exit(1)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from xstream_cli import context
+        context.quiet_exit()
+
+
+def register(cli):
+    cli.add_command(help_)
