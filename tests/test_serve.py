@@ -1,0 +1,436 @@
+"""xs serve: the store behind RESP2/RESP3, as a Redis client meets it.
+
+Each test starts ``xs serve`` as a subprocess on a free loopback port
+(or a Unix socket) and talks to it with redis-py or a raw socket;
+shapes are compared with a real redis-server (the ``redis`` fixture)."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, XS, run_xs
+
+redis = pytest.importorskip("redis")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Served:
+    """A running ``xs serve`` subprocess."""
+
+    def __init__(self, db, *args, port=None, env=None):
+        self.db = str(db)
+        self.port = port or free_port()
+        e = dict(os.environ)
+        e.update(env or {})
+        self.args = list(args)
+        argv = XS + ["--db", self.db, "serve", "--loglevel", "debug"] + self.args
+        if "--unixsocket" not in args:
+            argv += ["--port", str(self.port)]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=e)
+        self.sock = args[args.index("--unixsocket") + 1] if "--unixsocket" in args else None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("xs serve exited: %s" % self.proc.stderr.read().decode())
+            try:
+                if self.sock:
+                    c = socket.socket(socket.AF_UNIX)
+                    c.connect(self.sock)
+                else:
+                    c = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+                c.close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("xs serve did not start")
+
+    def client(self, protocol=2, **kw):
+        if self.sock:
+            return redis.Redis(unix_socket_path=self.sock, protocol=protocol, **kw)
+        return redis.Redis(port=self.port, protocol=protocol, **kw)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def served(tmp_path):
+    s = Served(tmp_path / "store")
+    yield s
+    s.stop(signal.SIGKILL)
+
+
+def raw(port, data, expect_close=False, timeout=5):
+    """Send raw bytes; the bytes received until the reply stops (or EOF)."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    c.sendall(data)
+    out = b""
+    c.settimeout(0.5)
+    try:
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except socket.timeout:
+        assert not expect_close, "the server did not close the connection"
+    c.close()
+    return out
+
+
+# ------------------------------------------------------------ wire shapes
+
+def _script(r):
+    """The same commands for redis-server and xs serve; (name, result)."""
+    out = []
+
+    def t(name, f):
+        try:
+            out.append((name, f()))
+        except Exception as e:
+            out.append((name, "%s: %s" % (type(e).__name__, e)))
+    r.flushdb()
+    t("xadd", lambda: r.xadd("s", {"a": "1"}, id="1-1"))
+    t("xadd2", lambda: r.xadd("s", {"b": "2", "c": "3"}, id="2-1"))
+    t("xadd small id", lambda: r.xadd("s", {"a": "1"}, id="1-1"))
+    t("xrange", lambda: r.xrange("s"))
+    t("xrevrange", lambda: r.xrevrange("s", count=1))
+    t("xlen", lambda: r.xlen("s"))
+    t("xread", lambda: r.xread({"s": 0}))
+    t("xread nothing", lambda: r.xread({"s": "$"}))
+    t("xread missing key", lambda: r.xread({"nokey": 0}))
+    t("xgroup create", lambda: r.xgroup_create("s", "g", id="0"))
+    t("xgroup busy", lambda: r.xgroup_create("s", "g", id="0"))
+    t("xreadgroup", lambda: r.xreadgroup("g", "c1", {"s": ">"}, count=1))
+    t("xreadgroup history", lambda: r.xreadgroup("g", "c1", {"s": "0"}))
+    t("xpending", lambda: r.xpending("s", "g"))
+    t("xpending range", lambda: [dict(x, time_since_delivered=0) for x in r.xpending_range("s", "g", "-", "+", 10)])
+    t("xdel", lambda: r.xdel("s", "1-1"))
+    t("xreadgroup deleted", lambda: r.xreadgroup("g", "c1", {"s": "0"}))
+    t("xack", lambda: r.xack("s", "g", "1-1"))
+    t("xinfo stream", lambda: {k: v for k, v in r.xinfo_stream("s").items()
+                               if not any(w in str(k) for w in ("idmp", "tracked", "iids"))})
+    t("xinfo groups", lambda: r.xinfo_groups("s"))
+    t("xinfo consumers", lambda: [dict(x, idle=0, inactive=0) for x in r.xinfo_consumers("s", "g")])
+    t("xautoclaim", lambda: r.xautoclaim("s", "g", "c2", 0))
+    t("xclaim", lambda: r.xclaim("s", "g", "c2", 0, ["2-1"]))
+    t("xtrim", lambda: r.xtrim("s", maxlen=5))
+    t("type", lambda: r.type("s"))
+    t("exists", lambda: r.exists("s", "x"))
+    t("xadd nomkstream", lambda: r.xadd("nos", {"a": 1}, nomkstream=True))
+    t("bad id", lambda: r.execute_command("XADD", "s", "bad", "a", "1"))
+    t("unknown command", lambda: r.execute_command("XFOO", "s"))
+    t("wrong arity", lambda: r.execute_command("XLEN"))
+    t("dbsize", lambda: r.dbsize())
+    t("echo", lambda: r.echo("hi"))
+    t("ping", lambda: r.ping())
+    t("select 0", lambda: r.execute_command("SELECT", 0))
+    t("client name", lambda: (r.client_setname("me"), r.client_getname()))
+    t("config get", lambda: r.config_get("stream-node-max-entries"))
+    p = r.pipeline(transaction=True)
+    p.xadd("m", {"x": "1"}, id="5-1")
+    p.xlen("m")
+    p.xread({"m": 0})
+    p.xread({"zz": 0})
+    p.execute_command("XADD", "m", "1-1", "a", "b")
+    t("multi/exec", lambda: p.execute(raise_on_error=False))
+    t("flushdb", lambda: r.flushdb())
+    t("dbsize after flush", lambda: r.dbsize())
+    return out
+
+
+@pytest.mark.differential
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_sees_the_same_replies_as_from_redis_server(served, redis, protocol):
+    """XADD/XRANGE/XREAD/XREADGROUP/XACK/XINFO/XPENDING/XAUTOCLAIM/MULTI
+    through redis-py: the values equal redis-server 7.0's, RESP2 and RESP3."""
+    want = _script(redis_client(redis.port, protocol))
+    got = _script(served.client(protocol))
+    assert [n for n, _ in got] == [n for n, _ in want]
+    for (name, w), (_, g) in zip(want, got):
+        if isinstance(w, list) and name == "multi/exec":    # exceptions compare by identity
+            w = [repr(x) for x in w]
+            g = [repr(x) for x in g]
+        assert g == w, name
+
+
+def redis_client(port, protocol):
+    return redis.Redis(port=port, protocol=protocol)
+
+
+def _raw_script(port):
+    """Raw RESP bytes for commands whose wire form matters (nulls, maps)."""
+    out = []
+    for proto in (b"2", b"3"):
+        hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n%s\r\n" % proto
+        cmds = [b"*1\r\n$8\r\nFLUSHALL\r\n",
+                b"*5\r\n$4\r\nXADD\r\n$1\r\nk\r\n$3\r\n1-1\r\n$1\r\nf\r\n$1\r\nv\r\n",
+                b"*4\r\n$5\r\nXREAD\r\n$7\r\nSTREAMS\r\n$1\r\nk\r\n$1\r\n0\r\n",
+                b"*4\r\n$5\r\nXREAD\r\n$7\r\nSTREAMS\r\n$1\r\nk\r\n$1\r\n$\r\n",
+                b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$2\r\n10\r\n$7\r\nSTREAMS\r\n$1\r\nk\r\n$1\r\n$\r\n",
+                b"*6\r\n$4\r\nXADD\r\n$1\r\nk\r\n$10\r\nNOMKSTREAM\r\n$3\r\n2-1\r\n$1\r\nf\r\n$1\r\nv\r\n",
+                b"*6\r\n$4\r\nXADD\r\n$1\r\nz\r\n$10\r\nNOMKSTREAM\r\n$3\r\n2-1\r\n$1\r\nf\r\n$1\r\nv\r\n",
+                b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n",
+                b"PING\r\n"]
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(hello)
+        _recv_all(c)
+        for cmd in cmds:
+            c.sendall(cmd)
+            out.append(_recv_all(c))
+        c.close()
+    return out
+
+
+def _recv_all(c):
+    c.settimeout(0.3)
+    data = b""
+    try:
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    return data
+
+
+@pytest.mark.differential
+def test_null_and_map_encodings_are_byte_identical_to_redis_server(served, redis):
+    """Null arrays for XREAD, null bulk for XADD NOMKSTREAM, `_` and maps
+    in RESP3: the same bytes as redis-server sends."""
+    assert _raw_script(served.port) == _raw_script(redis.port)
+
+
+# ------------------------------------------------------------ connection
+
+def test_inline_commands_and_pipelines_answer_in_order(served):
+    data = b"PING\r\nXADD s 1-1 a 1\r\n*2\r\n$4\r\nXLEN\r\n$1\r\ns\r\nECHO 'x y'\r\nXLEN\r\n"
+    assert raw(served.port, data) == (b"+PONG\r\n$3\r\n1-1\r\n:1\r\n$3\r\nx y\r\n"
+                                      b"-ERR wrong number of arguments for 'xlen' command\r\n")
+
+
+def test_a_bulk_length_over_512mb_is_a_protocol_error_and_closes(served):
+    out = raw(served.port, b"*2\r\n$4\r\nECHO\r\n$600000000\r\n", expect_close=True)
+    assert out == b"-ERR Protocol error: invalid bulk length\r\n"
+    assert served.client().ping()
+
+
+def test_select_other_than_0_is_refused_as_with_one_database(served):
+    r = served.client()
+    assert r.execute_command("SELECT", 0)
+    with pytest.raises(redis.ResponseError, match="DB index is out of range"):
+        r.execute_command("SELECT", 1)
+
+
+def test_hello_3_gives_a_map_with_the_8_10_version(served):
+    r = served.client(3)
+    h = r.execute_command("HELLO", 3)
+    assert h[b"proto"] == 3 and h[b"version"] == b"8.10.0" and h[b"server"] == b"redis"
+    assert r.info("server")["redis_version"] == "8.10.0"
+    with pytest.raises(redis.ResponseError, match="NOPROTO"):
+        r.execute_command("HELLO", 4)
+
+
+def test_info_counts_commands_and_blocked_clients(served):
+    r = served.client()
+    r.xadd("s", {"a": 1})
+    r.xlen("s")
+    before = r.info("stats")["total_commands_processed"]
+    r.xlen("s")
+    assert r.info("stats")["total_commands_processed"] > before
+    assert r.info("keyspace")["db0"]["keys"] == 1
+    t = threading.Thread(target=lambda: served.client().xread({"s": "$"}, block=1500))
+    t.start()
+    deadline = time.monotonic() + 5
+    while r.info("clients")["blocked_clients"] != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    t.join()
+    assert r.info("clients")["blocked_clients"] == 0
+
+
+def test_client_commands_redis_py_sends(served):
+    r = served.client()
+    assert r.client_setinfo("LIB-NAME", "mylib")
+    assert r.client_setname("worker-1")
+    assert r.client_getname() == "worker-1"
+    cid = r.client_id()
+    assert any(c["id"] == str(cid) and c["name"] == "worker-1" for c in r.client_list())
+    victim = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+    victim.sendall(b"CLIENT ID\r\n")
+    vid = int(_recv_all(victim)[1:-2])
+    assert r.client_kill_filter(_id=vid) == 1
+    victim.settimeout(5)
+    assert victim.recv(100) == b""                       # closed by the server
+    assert r.client_kill_filter(_id=vid) == 0
+
+
+def test_unix_socket_with_permissions(tmp_path):
+    path = str(tmp_path / "xs.sock")
+    s = Served(tmp_path / "store", "--unixsocket", path, "--unixsocketperm", "700")
+    try:
+        assert (os.stat(path).st_mode & 0o777) == 0o700
+        r = s.client()
+        assert r.xadd("s", {"a": 1}, id="1-1") == b"1-1"
+        assert r.xlen("s") == 1
+        assert s.stop() == 0
+        assert not os.path.exists(path)
+    finally:
+        s.stop(signal.SIGKILL)
+
+
+# ------------------------------------------------------------ transactions
+
+def test_exec_aborts_on_a_queued_error_and_changes_nothing(served):
+    out = raw(served.port, b"MULTI\r\nXADD s 1-1 a 1\r\nXNOPE s\r\nEXEC\r\nXLEN s\r\n")
+    assert out == (b"+OK\r\n+QUEUED\r\n-ERR unknown command 'XNOPE', with args beginning with: 's' \r\n"
+                   b"-EXECABORT Transaction discarded because of previous errors.\r\n:0\r\n")
+
+
+def test_exec_runs_everything_in_one_transaction_with_per_command_errors(served):
+    r = served.client()
+    p = r.pipeline(transaction=True)
+    p.xadd("s", {"a": 1}, id="5-1")
+    p.execute_command("XADD", "s", "1-1", "a", "1")      # too small: an error at run time
+    p.xadd("s", {"a": 2}, id="6-1")
+    res = p.execute(raise_on_error=False)
+    assert res[0] == b"5-1" and isinstance(res[1], redis.ResponseError) and res[2] == b"6-1"
+    assert r.xlen("s") == 2
+
+
+def test_watch_makes_exec_fail_when_a_watched_stream_changed(served):
+    r = served.client()
+    r.xadd("s", {"a": 1})
+    with r.pipeline() as p:
+        p.watch("s")
+        served.client().xadd("s", {"a": 2})              # another client changes it
+        p.multi()
+        p.xadd("t", {"a": 1})
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.exists("t") == 0
+    with r.pipeline() as p:
+        p.watch("s")
+        p.multi()
+        p.xadd("t", {"a": 1})
+        assert len(p.execute()) == 1
+    assert r.exists("t") == 1
+
+
+def test_exec_is_atomic_for_a_reader_in_another_process(served):
+    """No `xs XLEN` run during a MULTI of 200 XADDs sees part of it."""
+    r = served.client()
+    stop = threading.Event()
+    seen = set()
+
+    def poll():
+        while not stop.is_set():
+            p = subprocess.run(XS + ["--db", served.db, "XLEN", "s"], capture_output=True, cwd=ROOT)
+            seen.add(int(p.stdout or b"0"))
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        for _ in range(5):
+            p = r.pipeline(transaction=True)
+            for _ in range(200):
+                p.xadd("s", {"a": 1})
+            p.execute()
+    finally:
+        stop.set()
+        t.join()
+    assert seen <= {0, 200, 400, 600, 800, 1000}, sorted(seen)
+
+
+# ------------------------------------------------------------ auth & safety
+
+def test_requirepass_refuses_commands_until_auth(tmp_path):
+    s = Served(tmp_path / "store", "--requirepass", "s3cret")
+    try:
+        with pytest.raises(redis.AuthenticationError):
+            s.client().xlen("s")
+        with pytest.raises(redis.AuthenticationError):
+            s.client(password="wrong").ping()
+        assert s.client(password="s3cret").xadd("s", {"a": 1}, id="1-1") == b"1-1"
+        assert s.client(3, password="s3cret").xlen("s") == 1          # HELLO 3 AUTH default s3cret
+        out = raw(s.port, b"XLEN s\r\nAUTH s3cret\r\nXLEN s\r\n")
+        assert out == b"-NOAUTH Authentication required.\r\n+OK\r\n:1\r\n"
+    finally:
+        s.stop(signal.SIGKILL)
+
+
+def test_protected_mode_refuses_non_loopback_clients_without_password(tmp_path):
+    """Bound to every address without a password: a client from a
+    non-loopback address gets DENIED; loopback still works."""
+    addrs = [a for a in _local_addresses() if not a.startswith("127.")]
+    if not addrs:
+        pytest.skip("no non-loopback address on this machine")
+    s = Served(tmp_path / "store", "--bind", "0.0.0.0")
+    try:
+        c = socket.create_connection((addrs[0], s.port), timeout=5)
+        c.sendall(b"PING\r\n")
+        assert _recv_all(c).startswith(b"-DENIED Redis is running in protected mode")
+        assert s.client().ping()
+    finally:
+        s.stop(signal.SIGKILL)
+
+
+def _local_addresses():
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
+    except OSError:
+        return []
+    return [a for a in out.split() if ":" not in a]
+
+
+def test_default_bind_is_loopback_only(served):
+    out = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout if _has("ss") else ""
+    lines = [l for l in out.splitlines() if ":%d " % served.port in l]
+    if not lines:
+        pytest.skip("ss is not available")
+    assert all("127.0.0.1:%d" % served.port in l for l in lines)
+
+
+def _has(cmd):
+    import shutil
+    return shutil.which(cmd) is not None
+
+
+def test_sigterm_exits_0_after_answering(served):
+    r = served.client()
+    assert r.xadd("s", {"a": 1}, id="1-1") == b"1-1"
+    assert served.stop(signal.SIGTERM) == 0
+    err = served.proc.stderr.read().decode()
+    assert "Traceback" not in err and "stopped" in err
+
+
+def test_sigterm_ends_blocked_clients_and_exits_0(served):
+    res = []
+    t = threading.Thread(target=lambda: res.append(served.client().xread({"s": "$"}, block=0)))
+    t.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    assert served.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - start < 10
+    t.join(10)
+    assert not t.is_alive()

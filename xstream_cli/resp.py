@@ -1,0 +1,240 @@
+"""The Redis wire protocol (RESP2 and RESP3) for ``xs serve``.
+
+Requests: ``RequestParser`` takes the bytes a client sends, as they
+arrive, and gives back the commands in them (multibulk ``*N $len ...``
+or inline lines, as redis-server accepts both), with Redis's limits:
+an argument longer than ``proto-max-bulk-len`` (512 MB) or a malformed
+request is a ``ProtocolError`` (the server answers it and closes the
+connection, as Redis does).
+
+Replies: ``encode(reply, proto)`` writes one reply value of the reply
+model (xstream_cli.reply: the same values the renderers print) to the
+wire.  RESP3 sends maps as maps and nulls as ``_``; RESP2 sends a map as
+the flat array or the array of pairs the map says (``Map.flat``), and a
+null as a null bulk string, except in XREAD / XREADGROUP replies where
+Redis sends null arrays (``array_null``).
+"""
+from storage.codec import Entries
+from storage.errors import RedisError
+from xstream_cli.reply import Map, Status
+
+MAX_BULK = 512 << 20            # proto-max-bulk-len
+MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
+MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
+
+
+class ProtocolError(Exception):
+    """A request the server cannot read (the connection is closed after
+    the error reply)."""
+
+
+class Verbatim(bytes):
+    """A RESP3 verbatim string (``=``, format ``txt``), e.g. INFO; a bulk
+    string in RESP2."""
+    __slots__ = ()
+
+
+class Push(list):
+    """A RESP3 push (``>``); an array in RESP2."""
+    __slots__ = ()
+
+
+class NullArray:
+    """An explicit null array (``*-1`` in RESP2, ``_`` in RESP3), e.g. an
+    EXEC whose WATCHed keys changed."""
+    __slots__ = ()
+
+
+NULL_ARRAY = NullArray()
+
+
+# ------------------------------------------------------------------ requests
+
+class RequestParser:
+    """Incremental request reader: ``feed(data)``, then ``commands()``
+    returns the complete commands (lists of bytes) read so far, in order.
+    A ProtocolError is returned in the list (after the commands before
+    it); nothing more is read after one."""
+
+    def __init__(self, max_bulk=MAX_BULK):
+        self.buf = bytearray()
+        self.pos = 0
+        self.max_bulk = max_bulk
+        self.need = 0            # bytes the current incomplete request needs at least
+        self.broken = False
+        self._argv = None        # multibulk in progress: args read so far
+        self._left = 0           # its arguments still to read
+
+    def feed(self, data):
+        self.buf += data
+
+    def pending(self):
+        """Bytes buffered and not yet parsed."""
+        return len(self.buf) - self.pos
+
+    def commands(self):
+        out = []
+        if self.broken:
+            return out
+        buf = self.buf
+        if len(buf) - self.pos < self.need:
+            return out
+        self.need = 0
+        try:
+            while self.pos < len(buf):
+                if self._argv is None:
+                    if buf[self.pos] == 42:            # '*'
+                        nl = buf.find(b"\r\n", self.pos)
+                        if nl < 0:
+                            if len(buf) - self.pos > MAX_INLINE:
+                                raise ProtocolError("Protocol error: too big mbulk count string")
+                            break
+                        try:
+                            n = int(buf[self.pos + 1:nl])
+                        except ValueError:
+                            raise ProtocolError("Protocol error: invalid multibulk length")
+                        if n > MAX_MULTIBULK:
+                            raise ProtocolError("Protocol error: invalid multibulk length")
+                        self.pos = nl + 2
+                        if n <= 0:
+                            continue
+                        self._argv = []
+                        self._left = n
+                    else:
+                        argv = self._inline()
+                        if argv is None:
+                            break
+                        if argv:
+                            out.append(argv)
+                        continue
+                # arguments of a multibulk
+                argv = self._argv
+                while self._left:
+                    if self.pos >= len(buf):
+                        break
+                    if buf[self.pos] != 36:              # '$'
+                        raise ProtocolError("Protocol error: expected '$', got '%s'"
+                                            % chr(buf[self.pos]))
+                    nl = buf.find(b"\r\n", self.pos)
+                    if nl < 0:
+                        if len(buf) - self.pos > MAX_INLINE:
+                            raise ProtocolError("Protocol error: too big bulk count string")
+                        break
+                    try:
+                        ln = int(buf[self.pos + 1:nl])
+                    except ValueError:
+                        raise ProtocolError("Protocol error: invalid bulk length")
+                    if ln < 0 or ln > self.max_bulk:
+                        raise ProtocolError("Protocol error: invalid bulk length")
+                    end = nl + 2 + ln
+                    if len(buf) < end + 2:
+                        self.need = end + 2 - self.pos
+                        break
+                    argv.append(bytes(buf[nl + 2:end]))
+                    self.pos = end + 2
+                    self._left -= 1
+                if self._left:
+                    break
+                out.append(argv)
+                self._argv = None
+        except ProtocolError as e:
+            self.broken = True
+            out.append(e)
+        if self.pos > 65536 and self.pos > len(buf) // 2:
+            del buf[:self.pos]
+            self.pos = 0
+        return out
+
+    def _inline(self):
+        """One inline command line (split as redis-server does), [] for a
+        blank line, None when the line is incomplete."""
+        buf = self.buf
+        nl = buf.find(b"\n", self.pos)
+        if nl < 0:
+            if len(buf) - self.pos > MAX_INLINE:
+                raise ProtocolError("Protocol error: too big inline request")
+            return None
+        line = bytes(buf[self.pos:nl])
+        self.pos = nl + 1
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        from xstream_cli.splitargs import SplitError, split_line
+        try:
+            return split_line(line)
+        except SplitError:
+            raise ProtocolError("Protocol error: unbalanced quotes in request")
+
+
+# ------------------------------------------------------------------- replies
+
+def _text(s):
+    return s.encode("utf-8", "surrogateescape") if type(s) is not bytes else s
+
+
+def _line(b):
+    """A simple string or error text on one line."""
+    return b.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+def encode(reply, proto=2, array_null=False):
+    """The wire bytes of one reply value."""
+    out = []
+    _enc(reply, proto == 3, array_null, out)
+    return b"".join(out)
+
+
+def _enc(r, resp3, array_null, out):
+    t = type(r)
+    app = out.append
+    if t is bytes:
+        app(b"$%d\r\n%s\r\n" % (len(r), r))
+    elif t is list or t is tuple or t is Entries:
+        if t is Entries:
+            r = r.decoded()
+        app(b"*%d\r\n" % len(r))
+        for x in r:
+            tx = type(x)
+            if tx is bytes:
+                app(b"$%d\r\n%s\r\n" % (len(x), x))
+            else:
+                _enc(x, resp3, array_null, out)
+    elif t is int:
+        app(b":%d\r\n" % r)
+    elif t is bool:
+        app((b"#t\r\n" if r else b"#f\r\n") if resp3 else (b":1\r\n" if r else b":0\r\n"))
+    elif r is None:
+        app(b"_\r\n" if resp3 else (b"*-1\r\n" if array_null else b"$-1\r\n"))
+    elif t is Status:
+        app(b"+%s\r\n" % _line(_text(r)))
+    elif t is str:
+        b = _text(r)
+        app(b"$%d\r\n%s\r\n" % (len(b), b))
+    elif t is Map:
+        if resp3:
+            app(b"%%%d\r\n" % len(r.pairs))
+            for k, v in r.pairs:
+                _enc(k, resp3, array_null, out)
+                _enc(v, resp3, array_null, out)
+        else:
+            _enc(r.resp2(), resp3, array_null, out)
+    elif t is Verbatim:
+        if resp3:
+            app(b"=%d\r\ntxt:%s\r\n" % (len(r) + 4, bytes(r)))
+        else:
+            app(b"$%d\r\n%s\r\n" % (len(r), bytes(r)))
+    elif t is Push:
+        app((b">%d\r\n" if resp3 else b"*%d\r\n") % len(r))
+        for x in r:
+            _enc(x, resp3, array_null, out)
+    elif t is NullArray:
+        app(b"_\r\n" if resp3 else b"*-1\r\n")
+    elif t is float:
+        if resp3:
+            app(b",%s\r\n" % repr(r).encode())
+        else:
+            b = repr(r).encode()
+            app(b"$%d\r\n%s\r\n" % (len(b), b))
+    elif isinstance(r, RedisError):
+        app(b"-%s\r\n" % _line(_text(r.text)))
+    else:
+        raise TypeError("cannot encode %r" % (r,))

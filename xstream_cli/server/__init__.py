@@ -1,0 +1,47 @@
+"""``xs serve``: a RESP2/RESP3 server over an xs store (core.py: the
+connections and server commands; engine.py: the engine thread, group
+commit and blocked reads; xstream_cli.resp: the wire format).
+
+``serve(store, config)`` runs until SIGTERM or SIGINT, then drains and
+returns 0.
+"""
+import asyncio
+import logging
+import signal
+import sys
+
+LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "info": logging.INFO, "notice": logging.INFO,
+          "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def setup_logging(level="notice"):
+    """Log lines on stderr: time, level, message."""
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    log = logging.getLogger("xs.serve")
+    log.handlers[:] = [h]
+    log.setLevel(LEVELS[level])
+    log.propagate = False
+    return log
+
+
+def serve(store, config, ready=None):
+    """Serve ``store`` until SIGTERM / SIGINT; returns the exit status."""
+    from xstream_cli.server.core import Server
+    log = logging.getLogger("xs.serve")
+    srv = Server(store, config)
+
+    async def main():
+        await srv.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if ready is not None:
+            ready(srv)
+        await stop.wait()
+        log.info("signal received: draining %d client(s)", len(srv.clients))
+        await srv.stop()
+        log.info("stopped; every acknowledged write is on disk")
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,258 @@
+"""The served store: one engine thread runs every command, with group
+commit; blocked reads wait in threads of their own.
+
+Group commit.  Connections hand the engine ``Job``s (the commands one
+client sent together, in order).  The engine thread takes every job
+that is waiting, runs them all in ONE LMDB transaction and commits it
+(one fsync), then answers each job: every reply leaves only after the
+commit that made it durable.  The transaction has savepoints
+(storage.txn): each write verb is atomic on its own, so a command that
+fails changes nothing and does not affect the other commands of the
+batch (script mode's rule, xstream_cli.session).  A batch of reads only
+is run in a read transaction (no fsync).
+
+A MULTI ... EXEC is one job run with ``exec_``: its commands share the
+batch's transaction, so they are committed together or not at all; its
+blocking reads do not block (as in Redis); its WATCHed keys are checked
+first (their change counters, storage.blocking) and a change makes EXEC
+answer null and run nothing.
+
+Blocking.  A command that must wait (XREAD / XREADGROUP ... BLOCK with
+nothing to serve, xstream_cli.session.waits) stops its job there; the
+connection then waits in a thread of the blocking pool with the same
+code as the CLI (Session.block: notification files, inotify, fair queue
+of a group), so it wakes on a write by a served client and by any
+``xs`` process alike, and never holds up the event loop or other
+clients.  A wait is cancelled (client gone, server stopping) by setting
+its flag and touching its streams' notification files.
+
+One lock (``StoreLock``) serialises the transactions of this process
+(engine and blocked readers' re-checks): LMDB may only resize its map
+when no transaction of the process is open.
+"""
+import logging
+import queue
+import threading
+
+from storage import errors
+from storage.blocking import notify
+from storage.errors import RedisError
+from storage.txn import Aborted, Retry, StoreFailure
+from xstream_cli.session import Session, waits
+
+log = logging.getLogger("xs.serve")
+_FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)
+MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
+
+
+class Cancelled(Exception):
+    """A blocked wait was cancelled (client gone, server stopping)."""
+
+
+class StoreLock:
+    """The store with ``run`` serialised across this process's threads
+    (everything else passes through)."""
+
+    def __init__(self, store):
+        self._store = store
+        self.lock = threading.RLock()
+
+    def run(self, fn, write=False, savepoints=False):
+        with self.lock:
+            return self._store.run(fn, write=write, savepoints=savepoints)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+class Item:
+    """One command of a job: a reply already known (a parse error), an
+    engine command (``cmd``, ``args``) or a function of the transaction
+    (``fn``, for FLUSHDB, DBSIZE, INFO keyspace ...)."""
+    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null")
+
+    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False):
+        self.reply = reply
+        self.cmd = cmd
+        self.args = args
+        self.fn = fn
+        self.write = write if cmd is None else cmd.write
+        self.array_null = cmd is not None and cmd.blocking   # XREAD / XREADGROUP: null arrays in RESP2
+
+
+class Job:
+    """Commands of one client run in order; ``done(replies, blocked)``
+    is called (in the engine thread) after the commit: ``replies`` for
+    the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
+    item that must wait (the items after it did not run), or None."""
+    __slots__ = ("items", "done", "exec_", "watched", "write")
+
+    def __init__(self, items, done, exec_=False, watched=None):
+        self.items = items
+        self.done = done
+        self.exec_ = exec_
+        self.watched = watched       # {key: change counter} of WATCH, for EXEC
+        self.write = any(i.write for i in items)
+
+
+class Engine:
+    """The engine thread and the blocking pool over one store."""
+
+    def __init__(self, store):
+        self.raw_store = store
+        self.store = StoreLock(store)
+        self.jobs = queue.Queue()
+        self.commands_processed = 0
+        self.commits = 0
+        self.blocked = 0             # clients in a blocked wait now
+        self._waits = set()          # the _BlockCall's running
+        self._waits_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
+        self._stopping = False
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        """Finish the jobs queued, then end the engine thread."""
+        self._stopping = True
+        self.jobs.put(None)
+        self._thread.join()
+
+    def submit(self, job):
+        self.jobs.put(job)
+
+    # ------------------------------------------------------------ the thread
+
+    def _loop(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            batch = [job]
+            stop = False
+            while len(batch) < MAX_BATCH_JOBS:
+                try:
+                    j = self.jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if j is None:
+                    stop = True
+                    break
+                batch.append(j)
+            self._run_batch(batch)
+            if stop:
+                return
+
+    def _run_batch(self, batch):
+        write = any(j.write for j in batch)
+        try:
+            results = self.store.run(lambda tx: [self._run_job(tx, j) for j in batch],
+                                     write=write, savepoints=write)
+        except (StoreFailure, Aborted, Retry) as e:
+            log.error("transaction failed: %s", e)
+            err = RedisError("ERR %s" % (e,))
+            results = [([err if it.reply is None else it.reply for it in j.items], None) for j in batch]
+        except Exception as e:        # a bug: nothing was committed
+            log.exception("engine failure")
+            err = errors.internal(e)
+            results = [([err for _ in j.items], None) for j in batch]
+        if write:
+            self.commits += 1
+        for j, (replies, blocked) in zip(batch, results):
+            self.commands_processed += len(replies or ()) + (blocked is not None)
+            try:
+                j.done(replies, blocked)
+            except Exception:
+                log.exception("answering a client failed")
+
+    def _run_job(self, tx, job):
+        replies = []
+        if job.exec_ and job.watched:
+            now = tx.change_counters(list(job.watched))
+            if list(job.watched.values()) != list(now):
+                return None, None            # EXEC answers null
+        for i, it in enumerate(job.items):
+            if it.reply is not None:
+                replies.append(it.reply)
+                continue
+            try:
+                if it.fn is not None:
+                    r = it.fn(tx)
+                else:
+                    cmd = it.cmd
+                    a = cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
+                    r = cmd.run(tx, *a)
+                    if r is None and not job.exec_:
+                        w = waits(cmd, a)
+                        if w is not None:
+                            return replies, (i, cmd, a, w)
+            except RedisError as e:
+                r = e
+            except _FATAL:
+                raise
+            except Exception as e:     # a bug: its savepoint was rolled back
+                log.exception("command failed")
+                r = errors.internal(e)
+            replies.append(r)
+        return replies, None
+
+    # ------------------------------------------------------------ blocking
+
+    def block(self, cmd, args, w, call):
+        """Wait (in a pool thread) for a blocked read; returns its reply
+        (None on timeout).  ``call`` is the _BlockCall (for cancelling)."""
+        with self._waits_lock:
+            self._waits.add(call)
+            self.blocked += 1
+        try:
+            return call.block(cmd, args, w)
+        except Cancelled:
+            return None
+        except RedisError as e:
+            return e
+        except (StoreFailure, Aborted) as e:
+            return RedisError("ERR %s" % (e,))
+        finally:
+            with self._waits_lock:
+                self._waits.discard(call)
+                self.blocked -= 1
+
+    def new_call(self):
+        return _BlockCall(self)
+
+    def cancel_all(self):
+        with self._waits_lock:
+            calls = list(self._waits)
+        for c in calls:
+            c.cancel()
+
+
+class _BlockCall(Session):
+    """One blocked wait: Session.block with a cancel flag checked at
+    every wake-up."""
+
+    def __init__(self, engine):
+        Session.__init__(self, engine.raw_store.path, "raw", engine.raw_store.durable)
+        self.store = engine.store
+        self.cancelled = threading.Event()
+        self.keys = ()
+
+    def block(self, cmd, args, w):
+        self.keys = list(w.keys)
+        if self.cancelled.is_set():
+            raise Cancelled()
+        return Session.block(self, cmd, args, w)
+
+    def _block_loop(self, w, store, deadline, attempt):
+        def guarded(woken):
+            if self.cancelled.is_set():
+                raise Cancelled()
+            return attempt(woken)
+        return Session._block_loop(self, w, store, deadline, guarded)
+
+    def cancel(self):
+        """Wake the wait (its streams' notification files) and end it."""
+        self.cancelled.set()
+        if self.keys:
+            notify(self.store, self.keys)
