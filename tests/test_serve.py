@@ -434,3 +434,129 @@ def test_sigterm_ends_blocked_clients_and_exits_0(served):
     assert time.monotonic() - start < 10
     t.join(10)
     assert not t.is_alive()
+
+
+# ------------------------------------------------------------ concurrency
+
+def test_served_blocked_xreadgroup_wakes_on_a_cli_xadd(served):
+    r = served.client()
+    r.xgroup_create("s", "g", id="$", mkstream=True)
+    res = []
+    t = threading.Thread(target=lambda: res.append(served.client().xreadgroup("g", "c", {"s": ">"}, block=20000)))
+    t.start()
+    time.sleep(0.5)
+    other = served.client()
+    start = time.monotonic()
+    assert other.ping() and time.monotonic() - start < 1      # the blocked client holds nobody up
+    p = subprocess.run(XS + ["--db", served.db, "XADD", "s", "7-1", "from", "cli"], capture_output=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    t.join(10)
+    assert res == [[[b"s", [(b"7-1", {b"from": b"cli"})]]]]
+    assert r.xpending("s", "g")["pending"] == 1
+
+
+def test_cli_xread_block_wakes_on_a_served_xadd(served):
+    r = served.client()
+    r.xadd("s", {"a": 0}, id="1-1")
+    p = subprocess.Popen(XS + ["--db", served.db, "--json", "XREAD", "BLOCK", "20000", "STREAMS", "s", "$"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    time.sleep(1.0)
+    assert p.poll() is None
+    r.xadd("s", {"from": "served"}, id="2-1")
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 0, err
+    assert b'"2-1"' in out and b"served" in out
+
+
+def test_blocked_xread_wakes_on_another_served_client_and_others_go_on(served):
+    res = []
+    threads = [threading.Thread(target=lambda: res.append(served.client().xread({"s": "$"}, block=20000)))
+               for _ in range(5)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    r = served.client()
+    for i in range(20):                     # other clients are served while five wait
+        r.xadd("other", {"i": i})
+    assert r.xlen("other") == 20
+    r.xadd("s", {"a": 1}, id="9-1")
+    for t in threads:
+        t.join(10)
+    assert res == [[[b"s", [(b"9-1", {b"a": b"1"})]]]] * 5
+
+
+def test_a_client_gone_while_blocked_frees_its_wait(served):
+    c = socket.create_connection(("127.0.0.1", served.port))
+    c.sendall(b"XREAD BLOCK 0 STREAMS s $\r\n")
+    r = served.client()
+    deadline = time.monotonic() + 5
+    while r.info("clients")["blocked_clients"] != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    c.close()
+    while r.info("clients")["blocked_clients"] != 0:
+        assert time.monotonic() < deadline + 5, "the wait of a closed client goes on"
+        time.sleep(0.02)
+
+
+def test_concurrent_writers_share_commits(served):
+    """50 clients adding at once: every XADD answered, all entries there,
+    fewer commits (fsyncs) than writes (group commit)."""
+    r = served.client()
+    before = int(r.info("persistence")["commits"])
+
+    def work(k):
+        c = served.client()
+        for i in range(40):
+            c.xadd("s", {"k": k, "i": i})
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert r.xlen("s") == 2000
+    commits = int(r.info("persistence")["commits"]) - before
+    assert commits < 2000, commits
+
+
+def test_a_failing_command_does_not_affect_others_in_the_same_commit(served):
+    """A pipeline mixing good and bad commands: each bad one gets its
+    error, the good ones are all committed."""
+    r = served.client()
+    p = r.pipeline(transaction=False)
+    for i in range(1, 51):
+        p.xadd("s", {"i": i}, id="%d-1" % i)
+        p.execute_command("XADD", "s", "1-1", "bad", "1")
+    res = p.execute(raise_on_error=False)
+    assert [x for x in res[::2]] == [b"%d-1" % i for i in range(1, 51)]
+    assert all(isinstance(x, redis.ResponseError) for x in res[1::2])
+    assert r.xlen("s") == 50
+
+
+def test_kill_9_loses_no_acknowledged_write(served):
+    acked = []
+    stop = threading.Event()
+
+    def work(k):
+        c = served.client()
+        i = 0
+        while not stop.is_set():
+            try:
+                acked.append(c.xadd("s", {"k": k, "i": i}))
+            except redis.RedisError:
+                return
+            i += 1
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    served.proc.kill()
+    served.proc.wait()
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert len(acked) > 50
+    p = run_xs(served.db, ["XRANGE s - +"], mode="raw")
+    ids = set(l for l in p.stdout.split(b"\n") if b"-" in l)
+    missing = [a for a in acked if a not in ids]
+    assert not missing, "%d acknowledged writes lost" % len(missing)
