@@ -153,6 +153,24 @@ def test_a_stream_command_loads_only_the_stream_verbs(tmp_path):
         assert other not in mods, other
 
 
+def test_the_installed_xs_launcher_imports_neither_re_nor_enum(tmp_path):
+    # pip's generated console-script wrapper imports re (and with it enum)
+    # on every start: the package installs bin/xs instead (script-files).
+    # Run with -S so that no .pth file (an editable install's finder)
+    # loads re first; the site directories go on PYTHONPATH instead.
+    import site
+    launcher = os.path.join(ROOT, "bin", "xs")
+    path = os.pathsep.join([ROOT] + site.getsitepackages() + [site.getusersitepackages()])
+    db = str(tmp_path / "db")
+    p = subprocess.run([sys.executable, "-S", "-X", "importtime", launcher, "--db", db, "--no-sync", "XLEN", "s"],
+                       capture_output=True, env=dict(os.environ, PYTHONPATH=path), timeout=60)
+    assert p.returncode == 0 and p.stdout == b"0\n", p.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in p.stderr.decode().splitlines()
+              if line.startswith("import time:")}
+    assert "storage.txn" in loaded          # the listing is there
+    assert not {"re", "enum"} & loaded
+
+
 def test_only_the_context_opens_stores_and_reads_global_environment():
     for path, src in _sources("xstream_cli"):
         if path == "xstream_cli/context.py":
