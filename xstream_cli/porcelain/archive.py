@@ -1,0 +1,195 @@
+"""xs archive: move old entries to Parquet with Spark, then trim them.
+
+    xs archive STREAM|GLOB... --to DIR (--older-than DURATION | --before ID)
+               [--master URL] [--fields-list] [--dry-run] [-q]
+
+The entries with an ID below the cut (``--before ID``: exactly the
+entries with a smaller ID; ``--older-than D``: below ``<now - D>-0``)
+are written by a Spark job (local[*], or ``--master URL``) as Parquet
+under DIR, partitioned ``stream=NAME/date=YYYY-MM-DD`` (UTC day of the
+ID), read back and checked (row count, first and last IDs, no ID twice),
+and only then trimmed from the stream, in one transaction.  Killed at
+any point, nothing is lost and the next run finishes the job without
+writing a row twice: see storage/archive.py, which does the work.
+
+STREAM is a name (it must exist) or a glob (KEYS syntax; perhaps none).
+DURATION as for xs trim: 500ms, 90s, 30m, 12h, 7d, 2w, 1h30m.  Needs
+the ``spark`` extra (pyspark, pyarrow) and Java 17; --dry-run needs
+neither: it says what a run would archive, from one read transaction.
+
+Output: progress on stderr when it is a terminal, then one line on
+stdout (``archived 3000 entries of 2 streams ...``); -q prints nothing
+unless something fails (one line on stderr, exit 1).  A usage mistake
+(no cut, both cuts, a bad ID or duration) exits 2 and changes nothing.
+"""
+import importlib.util
+import os
+import sys
+import time
+
+import click
+
+from xstream_cli import context
+from xstream_cli.porcelain.ls import fail_missing, open_existing, parse_duration, select_streams, show
+
+
+class Progress:
+    """Steps on stderr, when it is a terminal: one line, rewritten."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.width = 0
+
+    def __call__(self, step, done=None, total=None):
+        if not self.enabled:
+            return
+        text = "xs archive: %s" % step
+        if total:
+            text += ": %d/%d tasks" % (done, total)
+        pad = " " * max(0, self.width - len(text))
+        self.width = len(text)
+        try:
+            sys.stderr.write("\r" + text + pad)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    def end(self):
+        if self.enabled and self.width:
+            try:
+                sys.stderr.write("\r" + " " * self.width + "\r")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            self.width = 0
+
+
+def _cut(older_than, before):
+    from storage import ids
+    from storage.errors import RedisError
+    if (older_than is None) == (before is None):
+        context.fail("archive: give exactly one of --older-than DURATION and --before ID", context.EXIT_USAGE)
+    if before is not None:
+        try:
+            return ids.parse_id(before.strip().encode("utf-8", "surrogateescape"), 0, strict=True)
+        except RedisError:
+            context.fail("archive: --before: %r is not a stream ID (ms or ms-seq)" % before, context.EXIT_USAGE)
+    age = parse_duration("--older-than", older_than)
+    return (max(0, int(time.time() * 1000) - age), 0)
+
+
+def _plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def _say(line):
+    context.write_out((line + "\n").encode("utf-8", "surrogateescape"))
+
+
+def _dry_run_lines(res, cut, to):
+    from storage.archive import id_text
+    todo = [p for p in res.plans if p.rows]
+    lines = []
+    for p in res.plans:
+        text = "%s: would archive %d" % (p.name, p.rows)
+        if p.rows:
+            text += " (%s..%s)" % (id_text(p.first), id_text(p.last))
+        if p.leftover:
+            text += ", would trim %d already archived" % p.leftover
+        lines.append(text)
+    lines.append("total: would archive %d entries of %s below %s to %s" % (
+        sum(p.rows for p in todo), _plural(len(todo), "stream"), id_text(cut), to))
+    return lines
+
+
+def _summary(res, cut, to):
+    from storage.archive import id_text
+    trimmed = sum(res.trimmed.values())
+    rows = sum(res.archived.values())
+    if not rows:
+        text = "nothing to archive below %s in %s" % (id_text(cut), _plural(len(res.plans), "stream"))
+    else:
+        dates = res.dates[0] if len(res.dates) == 1 else "%s..%s" % (res.dates[0], res.dates[-1])
+        text = "archived %d entries of %s to %s (%s, %s)" % (
+            rows, _plural(len(res.archived), "stream"), to, dates, _plural(res.files, "file"))
+    if res.recovered:
+        text += "; finished an interrupted run of %d entries" % res.recovered
+    if trimmed or rows:
+        text += "; trimmed %d" % trimmed
+    return text
+
+
+def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet):
+    cut = _cut(older_than, before)
+    if not to:
+        context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
+    to = os.path.expanduser(to)
+    if not dry:
+        for mod, what in (("pyspark", "pyspark"), ("pyarrow", "pyarrow")):
+            if importlib.util.find_spec(mod) is None:
+                context.fail("archive needs %s: pip install 'xstreamlog[spark]' (and Java 17)" % what)
+    from storage import archive
+    from storage.txn import StoreFailure
+    args = [os.fsencode(s) for s in streams]
+    store = open_existing(g, write=False)
+    try:
+        names, missing = store.run(lambda tx: select_streams(tx, args))
+    finally:
+        store.close()
+    if missing:
+        fail_missing(missing)
+    progress = Progress(not quiet and sys.stderr.isatty())
+    try:
+        res = archive.archive(lambda: open_existing(g, write=not dry), context.db_path(g), names, cut, to,
+                              master=master, fields_list=fields_list, progress=progress, dry_run=dry)
+    except archive.ArchiveError as e:
+        progress.end()
+        context.fail("archive: %s" % e)
+    except StoreFailure as e:
+        progress.end()
+        context.fail("archive: %s" % e)
+    except OSError as e:
+        progress.end()
+        context.fail("archive: %s%s" % (e.strerror or e, " (%s)" % e.filename if e.filename else ""))
+    progress.end()
+    if quiet:
+        return
+    if dry:
+        for line in _dry_run_lines(res, cut, to):
+            _say(line)
+        return
+    _say(_summary(res, cut, to))
+
+
+def register(cli):
+    @cli.command("archive")
+    @click.argument("streams", nargs=-1, required=True, metavar="STREAM|GLOB...")
+    @click.option("--to", "to", required=True, metavar="DIR", help="Archive directory (Parquet, made if missing).")
+    @click.option("--older-than", metavar="DURATION",
+                  help="Archive entries older than DURATION (500ms, 90s, 30m, 12h, 7d, 2w, 1h30m).")
+    @click.option("--before", metavar="ID", help="Archive exactly the entries with an ID below ID (ms or ms-seq).")
+    @click.option("--master", metavar="URL", help="Spark master (default local[*]).")
+    @click.option("--fields-list", is_flag=True,
+                  help="Also write fields_list (every field in order, repeated names kept).")
+    @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
+    @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
+    @click.pass_obj
+    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, dry, quiet):
+        """Move old entries to Parquet with Spark, then trim them.
+
+        \b
+        Entries below the cut (--before ID, or --older-than D: below
+        <now-D>-0) are written as DIR/stream=NAME/date=YYYY-MM-DD/*.parquet,
+        read back and checked (count, first and last IDs), and only then
+        trimmed (XTRIM MINID, one transaction).  Killed at any point,
+        nothing is lost; the next run finishes without duplicating rows.
+        \b
+        Progress on stderr on a terminal, then one summary line; -q:
+        nothing unless something fails (stderr, exit 1).
+        \b
+        crontab:  30 3 * * *  xs archive 'events:*' --to /srv/archive --older-than 7d -q
+        """
+        try:
+            run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet)
+        except KeyboardInterrupt:
+            context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)
