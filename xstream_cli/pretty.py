@@ -1,67 +1,462 @@
-"""Pretty output for people at a terminal (rich).  Imported only in
-pretty mode.  Colours follow rich's rules: off with NO_COLOR or when not
-a terminal."""
+"""Pretty output for people at a terminal.  Imported only in pretty mode.
+
+Entries (XRANGE, XREVRANGE, XREAD, XREADGROUP, XCLAIM, XAUTOCLAIM, XINFO
+STREAM FULL) are written one line per entry as they are formatted and
+flushed in chunks: the first line shows at once and memory stays flat
+however many entries a reply holds.  An entry line is
+
+    ID  TIME  field=value  field=value ...
+
+TIME is the ID's millisecond timestamp in UTC (ISO 8601, ``Z``), shown
+when the ID looks like one (at least 1973); the widths of the ID and time
+columns come from the first entries.  Long lines are wrapped at the
+terminal's width, continuation lines indented under the fields; nothing
+is cut.  A name or value is bare when it is printable text without
+spaces, quotes or backslashes (or '=' in a name); otherwise it is
+double-quoted, so empty values and values with spaces stay visible.
+
+Every byte that is not printable -- control characters, ESC, DEL, C1
+controls, bytes that are not UTF-8 -- is shown as an escape
+(render.escape_text, shared with ``xs tail``), never written to the
+terminal raw.  Colours (ANSI) only on a terminal, and not with NO_COLOR
+or TERM=dumb.  Idle times read as ``3m12s``; unix-millisecond times
+(XINFO's seen-time, delivery times) as UTC times.
+"""
 import io
+import os
+import re
+import sys
+import time
 
 from storage.errors import RedisError
+from xstream_cli.render import escape_text
 from xstream_cli.reply import Map, Status
 
+FIRST_CHUNK = 32          # entries formatted before the first flush (and column widths measured)
+CHUNK_BYTES = 1 << 16     # flush at least this often
+_MIN_TS = 10 ** 11        # an ID whose ms part is below this (1973) is not shown as a time
+_QUOTE = re.compile(r"[\s\"'\\]")
+_QUOTE_NAME = re.compile(r"[\s\"'\\=]")
+_IDLE_KEYS = frozenset((b"idle", b"inactive", "idle", "inactive"))
+_TIME_KEYS = frozenset((b"seen-time", b"active-time", "seen-time", "active-time"))
 
-def _s(b):
-    return b.decode("utf-8", "backslashreplace") if isinstance(b, bytes) else str(b)
+
+# ----------------------------------------------------------------- helpers
+
+def _decode(b):
+    return b.decode("utf-8", "surrogateescape") if type(b) is bytes else str(b)
+
+
+def token(b, name=False):
+    """A stored string for the terminal: bare, or double-quoted with
+    escapes (empty, spaces, quotes, backslashes, control bytes)."""
+    t = _decode(b)
+    if t and t.isprintable() and not (_QUOTE_NAME if name else _QUOTE).search(t):
+        return t
+    return '"' + escape_text(t, True) + '"'
+
+
+def plain(b):
+    """Unquoted text for the terminal (names in headers, error texts)."""
+    return escape_text(_decode(b), False)
+
+
+def cells(s):
+    """Columns ``s`` takes on a terminal (wide CJK characters take two)."""
+    if s.isascii():
+        return len(s)
+    import unicodedata
+    n = 0
+    for ch in s:
+        if unicodedata.combining(ch):
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+    return n
+
+
+def duration(ms):
+    """Milliseconds as ``450ms``, ``12.3s``, ``3m12s``, ``2h05m``, ``3d04h``;
+    a negative value (never) as ``-``."""
+    if ms is None or ms < 0:
+        return "-"
+    if ms < 1000:
+        return "%dms" % ms
+    s = ms // 1000
+    if s < 60:
+        return "%.1fs" % (ms / 1000.0) if s < 10 else "%ds" % s
+    m, s = divmod(s, 60)
+    if m < 60:
+        return "%dm%02ds" % (m, s)
+    h, m = divmod(m, 60)
+    if h < 24:
+        return "%dh%02dm" % (h, m)
+    d, h = divmod(h, 24)
+    return "%dd%02dh" % (d, h)
+
+
+_sec_cache = [None, ""]
+
+
+def utc_ms(ms):
+    """Unix milliseconds as ``2024-05-01T12:00:00.123Z`` ('' when out of range)."""
+    sec, milli = divmod(ms, 1000)
+    if _sec_cache[0] != sec:
+        try:
+            _sec_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        except (OverflowError, OSError, ValueError):
+            return ""
+        _sec_cache[0] = sec
+    return "%s.%03dZ" % (_sec_cache[1], milli)
+
+
+def id_time(i):
+    """The time of an entry ID (bytes), or '' when it does not look like one."""
+    try:
+        ms = int(i.partition(b"-")[0])
+    except ValueError:
+        return ""
+    return utc_ms(ms) if ms >= _MIN_TS else ""
+
+
+def _width():
+    import shutil
+    try:
+        w = shutil.get_terminal_size((100, 24)).columns
+    except (OSError, ValueError):
+        w = 100
+    return max(w, 20)
+
+
+def _use_colour(out):
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return os.isatty(out.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+class _Style:
+    def __init__(self, on):
+        if on:
+            self.id, self.time, self.name, self.key, self.err, self.head, self.dim, self.off = (
+                "\x1b[36m", "\x1b[2m", "\x1b[32m", "\x1b[1m", "\x1b[1;31m", "\x1b[1;36m", "\x1b[2m", "\x1b[0m")
+        else:
+            self.id = self.time = self.name = self.key = self.err = self.head = self.dim = self.off = ""
+
+
+# ------------------------------------------------------------------ writer
+
+class Writer:
+    """Lines to a binary stream, flushed in chunks."""
+
+    def __init__(self, out, width=None, colour=None):
+        self.out = out
+        self.width = width or _width()
+        self.colour = _use_colour(out) if colour is None else colour
+        self.st = _Style(self.colour)
+        self.buf = []
+        self.size = 0
+
+    def line(self, s=""):
+        b = s.encode("utf-8", "surrogateescape")
+        self.buf.append(b)
+        self.size += len(b) + 1
+        if self.size >= CHUNK_BYTES:
+            self.flush()
+
+    def line_bytes(self, b):
+        self.buf.append(b)
+        self.size += len(b) + 1
+        if self.size >= CHUNK_BYTES:
+            self.flush()
+
+    def flush(self):
+        if self.buf:
+            self.buf.append(b"")
+            data = b"\n".join(self.buf)
+            self.buf = []
+            self.size = 0
+            self.out.write(data)
+        try:
+            self.out.flush()
+        except AttributeError:
+            pass
+
+    # -------------------------------------------------------------- entries
+
+    def entries(self, entries, indent=0):
+        """Entries ([id, fields] or [id, fields, idle, deliveries], fields
+        None for a deleted one), streamed: formatted and flushed in chunks."""
+        seq = iter(entries)
+        first = []
+        for e in seq:
+            first.append(e)
+            if len(first) >= FIRST_CHUNK:
+                break
+        if not first:
+            self.line(" " * indent + self.st.dim + "(no entries)" + self.st.off)
+            return
+        id_w = max(len(e[0]) for e in first)
+        time_w = 24 if any(id_time(e[0]) for e in first) else 0
+        fmt = _EntryFormat(self, indent, id_w, time_w)
+        for e in first:
+            fmt(e)
+        del first
+        self.flush()
+        for e in seq:
+            fmt(e)
+        self.flush()
+
+    # -------------------------------------------------------------- generic
+
+    def value(self, v, indent=0, key=None):
+        """Any reply value, readable; nested values indented."""
+        pad = " " * indent
+        st = self.st
+        t = type(v)
+        if isinstance(v, RedisError):
+            self.line(pad + st.err + "(error)" + st.off + " " + plain(v.text))
+        elif v is None:
+            self.line(pad + st.dim + "(nil)" + st.off)
+        elif t is int or t is bool:
+            self.line(pad + self._int(v, key))
+        elif t is Status:
+            self.line(pad + plain(v))
+        elif t is bytes or t is str:
+            self.line(pad + self._text(v))
+        elif _is_entry_list(v):
+            self.entries(v, indent)
+        elif t is Map:
+            if not v.flat:
+                self._streams(v, indent)
+            else:
+                self._map(v, indent)
+        elif t in (list, tuple):
+            self._list(v, indent)
+        else:
+            self.line(pad + plain(repr(v)))
+
+    def _text(self, b):
+        t = token(b)
+        if type(b) is bytes and len(b) < 48 and _ID.match(b):
+            ts = id_time(b)
+            if ts:
+                return self.st.id + t + self.st.off + "  " + self.st.time + ts + self.st.off
+            return self.st.id + t + self.st.off
+        return t
+
+    def _int(self, v, key):
+        if key in _IDLE_KEYS:
+            return duration(v)
+        if key in _TIME_KEYS:
+            return utc_ms(v) if v > 0 else "-"
+        return str(int(v))
+
+    def _streams(self, m, indent):
+        """XREAD / XREADGROUP: a header per stream, its entries below."""
+        for k, ents in m.pairs:
+            self.line(" " * indent + self.st.head + plain(k) + self.st.off)
+            self.value(ents, indent + 2)
+
+    def _map(self, m, indent):
+        pad = " " * indent
+        st = self.st
+        kw = max((cells(plain(k)) for k, _ in m.pairs), default=0)
+        for k, v in m.pairs:
+            name = plain(k)
+            head = pad + st.key + name + st.off + " " * (kw - cells(name) + 2)
+            if _scalar(v):
+                self.line(head + self._scalar(v, k))
+            elif type(v) in (list, tuple) and len(v) in (2, 4) and type(v[0]) is bytes \
+                    and (v[1] is None or type(v[1]) is list):   # first-entry / last-entry
+                self.line(pad + st.key + name + st.off)
+                self.entries([v], indent + 2)
+            elif k in (b"pending", "pending") and type(v) is list:
+                self.line(head + "%d" % len(v))
+                if v:
+                    self._pel(v, indent + 2)
+            elif type(v) is list and v and all(type(x) is Map for x in v):
+                self.line(pad + st.key + name + st.off)
+                for x in v:
+                    self._block(x, indent + 2)
+            else:
+                self.line(pad + st.key + name + st.off)
+                self.value(v, indent + 2, k)
+
+    def _block(self, m, indent):
+        """A map in a list (a group or consumer of XINFO STREAM FULL): its
+        name as a heading, the rest indented."""
+        pairs = list(m.pairs)
+        name = [v for k, v in pairs if k in (b"name", "name")]
+        if name:
+            self.line(" " * indent + self.st.head + token(name[0]) + self.st.off)
+            self._map(Map([(k, v) for k, v in pairs if k not in (b"name", "name")]), indent + 2)
+        else:
+            self._map(m, indent)
+
+    def _scalar(self, v, key=None):
+        if v is None:
+            return self.st.dim + "(nil)" + self.st.off
+        if type(v) in (int, bool):
+            return self._int(v, key)
+        if type(v) is Status:
+            return plain(v)
+        return self._text(v)
+
+    def _pel(self, rows, indent):
+        """Pending rows: XINFO STREAM FULL's [id, consumer, delivery ms,
+        count] or a consumer's [id, delivery ms, count]."""
+        table = []
+        for r in rows:
+            if len(r) == 4:
+                i, c, t, n = r
+                table.append([token(i), token(c) if c else "(nacked)", "delivered " + (utc_ms(t) if t > 0 else "-"),
+                              "%d×" % n])
+            elif len(r) == 3:
+                i, t, n = r
+                table.append([token(i), "delivered " + (utc_ms(t) if t > 0 else "-"), "%d×" % n])
+            else:
+                table.append([plain(repr(r))])
+        self._table(None, table, indent)
+
+    def _list(self, v, indent):
+        pad = " " * indent
+        st = self.st
+        if not v:
+            self.line(pad + st.dim + "(empty)" + st.off)
+            return
+        if all(type(x) is Map for x in v):
+            self._maps(v, indent)
+            return
+        if all(type(x) is Status for x in v):        # HELP lines
+            for x in v:
+                self.line(pad + plain(x))
+            return
+        if _is_pending_summary(v):
+            self._pending_summary(v, indent)
+            return
+        if _is_autoclaim(v):
+            self._autoclaim(v, indent)
+            return
+        if len(v) == 2 and type(v[0]) is bytes and v[0].isdigit() and type(v[1]) is list:   # SCAN
+            self.line(pad + st.key + "cursor" + st.off + "  " + plain(v[0]))
+            self.value(v[1], indent)
+            return
+        if all(_is_pending_row(x) for x in v):       # XPENDING key group start end count
+            self._table(["id", "time", "consumer", "idle", "deliveries"],
+                        [[token(i), id_time(i), token(c) if c else "(nacked)", duration(idle), str(n)]
+                         for i, c, idle, n in v], indent)
+            return
+        w = len(str(len(v)))
+        for n, x in enumerate(v, 1):
+            num = pad + st.dim + str(n).rjust(w) + ")" + st.off + " "
+            if _scalar(x):
+                self.line(num + self._scalar(x))
+            else:
+                self.line(num.rstrip())
+                self.value(x, indent + w + 2)
+
+    def _pending_summary(self, v, indent):
+        """XPENDING key group: count, first and last ID, per consumer."""
+        n, lo, hi, per = v
+        pad = " " * indent
+        st = self.st
+        self.line(pad + st.key + "pending" + st.off + "    %d" % n)
+        if lo is not None:
+            self.line(pad + st.key + "first" + st.off + "      " + self._text(lo))
+            self.line(pad + st.key + "last" + st.off + "       " + self._text(hi))
+        if per:
+            self.line(pad + st.key + "consumers" + st.off)
+            self._table(None, [[token(c), plain(k)] for c, k in per], indent + 2)
+
+    def _autoclaim(self, v, indent):
+        """XAUTOCLAIM: the next start ID, what was claimed, deleted IDs."""
+        nxt, claimed, deleted = v
+        pad = " " * indent
+        st = self.st
+        self.line(pad + st.key + "next start" + st.off + "  " + plain(nxt)
+                  + ("  (scan complete)" if nxt == b"0-0" else ""))
+        self.line(pad + st.key + "claimed" + st.off + "     %d" % len(claimed))
+        if claimed:
+            self.value(claimed, indent + 2)
+        self.line(pad + st.key + "deleted" + st.off + "     %d" % len(deleted)
+                  + ("  " + " ".join(plain(i) for i in deleted) if deleted else ""))
+
+    def _maps(self, rows, indent):
+        """XINFO GROUPS / CONSUMERS: a table, one row per map; as blocks
+        when the table is wider than the terminal."""
+        cols = []
+        for r in rows:
+            for k, _ in r.pairs:
+                if k not in cols:
+                    cols.append(k)
+        table = []
+        for r in rows:
+            d = dict(r.pairs)
+            table.append([self._cell(d.get(c), c) for c in cols])
+        if not self._table([plain(c) for c in cols], table, indent, fit=True):
+            for r in rows:
+                self._block(r, indent)
+
+    def _cell(self, v, key):
+        if v is None:
+            return "-"
+        if type(v) in (int, bool):
+            return self._int(v, key)
+        if type(v) in (bytes, str, Status):
+            return token(v)
+        return plain(repr(v))
+
+    def _table(self, header, rows, indent, fit=False):
+        """Columns padded to their widest cell (plain text cells).  With
+        ``fit``, False (nothing written) when wider than the terminal."""
+        n = max(len(r) for r in rows + ([header] if header else []))
+        ws = [0] * n
+        for r in rows + ([header] if header else []):
+            for j, c in enumerate(r):
+                ws[j] = max(ws[j], cells(c))
+        if fit and indent + sum(ws) + 2 * (n - 1) > self.width:
+            return False
+        pad = " " * indent
+        st = self.st
+        if header:
+            self.line(pad + st.key + "  ".join(c + " " * (ws[j] - cells(c)) for j, c in enumerate(header)).rstrip()
+                      + st.off)
+        for r in rows:
+            self.line(pad + "  ".join(c + " " * (ws[j] - cells(c)) for j, c in enumerate(r)).rstrip())
+        return True
+
+
+_ID = re.compile(rb"\A\d+-\d+\Z")
+_SAFE_VALUE = bytes(c for c in range(0x21, 0x7f) if c not in b"\"'\\")
+_SAFE_NAME = bytes(c for c in _SAFE_VALUE if c != 0x3d)
+
+
+def _scalar(v):
+    return v is None or type(v) in (int, bool, bytes, str, Status)
 
 
 def _is_entry(x):
     return type(x) in (list, tuple) and len(x) in (2, 4) and type(x[0]) is bytes \
-        and (x[1] is None or type(x[1]) is list)
+        and (x[1] is None or type(x[1]) is list) and _ID.match(x[0]) is not None
 
 
-def render_pretty(reply):
-    from rich.console import Console
-    from rich.table import Table
+def _is_entry_list(v):
     from storage.codec import Entries
-    if type(reply) is Entries:
-        reply = reply.decoded()
-    buf = io.StringIO()
-    import sys
-    console = Console(file=buf, force_terminal=sys.stdout.isatty(), width=_width(), highlight=False,
-                      soft_wrap=True)
-    if isinstance(reply, RedisError):
-        console.print("[bold red](error)[/] " + _esc(reply.text))
-    elif type(reply) is list and reply and all(_is_entry(e) for e in reply):
-        console.print(_entries_table(reply, Table))
-    elif type(reply) is list and reply and all(type(x) is Map for x in reply):
-        # XINFO GROUPS / CONSUMERS: one row per map
-        cols = [k for k, _ in reply[0].pairs]
-        t = Table(box=None, pad_edge=False, header_style="bold")
-        for c in cols:
-            t.add_column(_esc(_s(c)))
-        for row in reply:
-            d = dict(row.pairs)
-            t.add_row(*[_esc(_plain(d.get(c))) for c in cols])
-        console.print(t)
-    elif type(reply) is list and reply and all(_is_pending_row(x) for x in reply):
-        # XPENDING's extended form
-        t = Table(box=None, pad_edge=False, header_style="bold")
-        for c in ("id", "consumer", "idle ms", "deliveries"):
-            t.add_column(c)
-        for i, c, idle, n in reply:
-            t.add_row(_esc(_s(i)), _esc(_s(c)) if c else "[dim](nacked)[/]", str(idle), str(n))
-        console.print(t)
-    elif type(reply) is Map and not reply.flat:
-        for k, ents in reply.pairs:
-            console.print("[bold cyan]%s[/]" % _esc(_s(k)))
-            console.print(_entries_table(ents, Table))
-    elif type(reply) is Map:
-        t = Table(show_header=False, box=None, pad_edge=False)
-        t.add_column(style="bold")
-        t.add_column()
-        for k, v in reply.pairs:
-            t.add_row(_esc(_s(k)), _esc(_plain(v)))
-        console.print(t)
-    else:
-        console.print(_esc(_plain(reply)))
-    return buf.getvalue().encode("utf-8", "surrogateescape")
+    if type(v) is Entries:
+        return True
+    return type(v) is list and bool(v) and _is_entry(v[0]) and _is_entry(v[-1])
+
+
+def _is_pending_summary(v):
+    return len(v) == 4 and type(v[0]) is int and type(v[1]) in (bytes, type(None)) \
+        and type(v[2]) in (bytes, type(None)) and type(v[3]) in (list, type(None))
+
+
+def _is_autoclaim(v):
+    return len(v) == 3 and type(v[0]) is bytes and _ID.match(v[0]) is not None and type(v[1]) is list \
+        and type(v[2]) is list and all(type(x) is bytes for x in v[2])
 
 
 def _is_pending_row(x):
@@ -69,50 +464,170 @@ def _is_pending_row(x):
         and type(x[2]) is int and type(x[3]) is int
 
 
-def _entries_table(entries, Table):
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    t.add_column("id", style="cyan", no_wrap=True)
-    t.add_column("time", style="dim", no_wrap=True)
-    t.add_column("fields")
-    for e in entries:
-        i, f = e[0], e[1]
-        fields = "(deleted)" if f is None else "  ".join(
-            "[green]%s[/]=%s" % (_esc(_s(f[j])), _esc(_s(f[j + 1]))) for j in range(0, len(f) - 1, 2))
-        if len(e) > 2:
-            fields += "  [dim](idle %s ms, delivered %s)[/]" % (e[2], e[3])
-        t.add_row(_esc(_s(i)), _id_time(i), fields)
-    return t
+class _EntryFormat:
+    """Formats one entry into wrapped lines on a Writer."""
+
+    def __init__(self, w, indent, id_w, time_w):
+        self.w = w
+        self.st = w.st
+        self.pad = " " * indent
+        self.id_w = id_w
+        self.time_w = time_w
+        head = indent + id_w + 2 + (time_w + 2 if time_w else 0)
+        if w.width - head >= 24:
+            self.cont = " " * head          # fields continue under the first field
+            self.own_line = False
+        else:                               # narrow terminal: fields on lines of their own
+            self.cont = " " * (indent + 4)
+            self.own_line = True
+        self.avail = max(w.width - len(self.cont), 8)
+        self.pad_b = self.pad.encode()
+        self.cont_b = self.cont.encode()
+        self.b_id, self.b_time, self.b_name, self.b_off = (x.encode() for x in (w.st.id, w.st.time, w.st.name,
+                                                                                  w.st.off))
+
+    def __call__(self, e):
+        f = e[1]
+        if len(e) == 2 and f:
+            # the common case: every name and value printable ASCII without
+            # spaces or quotes, and the line fits: built as bytes at once
+            names = f[0::2]
+            values = f[1::2]
+            if len(names) == len(values) and all(names) and all(values) \
+                    and not b"".join(names).translate(None, _SAFE_NAME) \
+                    and not b"".join(values).translate(None, _SAFE_VALUE):
+                k = len(names)
+                if sum(map(len, f)) + 3 * k - 2 <= self.avail:
+                    i = e[0]
+                    if self.time_w:
+                        ts = id_time(i).encode()
+                        head = b"%s%s%s%s%s  %s%s%s%s  " % (self.pad_b, self.b_id, i, self.b_off,
+                                                            b" " * (self.id_w - len(i)), self.b_time, ts,
+                                                            self.b_off, b" " * (self.time_w - len(ts)))
+                    else:
+                        head = b"%s%s%s%s%s  " % (self.pad_b, self.b_id, i, self.b_off, b" " * (self.id_w - len(i)))
+                    if self.own_line:
+                        self.w.line_bytes(head.rstrip())
+                        head = self.cont_b
+                    nm = self.b_name
+                    off = self.b_off
+                    self.w.line_bytes(head + b"  ".join([nm + n + off + b"=" + v for n, v in zip(names, values)]))
+                    return
+        self._general(e)
+
+    def _general(self, e):
+        st = self.st
+        i = e[0]
+        sid = i.decode("ascii", "replace")
+        head = self.pad + st.id + sid + st.off + " " * max(self.id_w - len(sid), 0)
+        if self.time_w:
+            ts = id_time(i)
+            head += "  " + st.time + ts + st.off + " " * (self.time_w - len(ts))
+        f = e[1]
+        if f is None:
+            items = [(st.dim + "(deleted)" + st.off, 9)]
+        else:
+            items = []
+            for k in range(0, len(f) - 1, 2):
+                n = token(f[k], True)
+                v = token(f[k + 1])
+                nw = len(n) if n.isascii() else cells(n)
+                vw = len(v) if v.isascii() else cells(v)
+                items.append((n, v, nw + 1 + vw))
+        if len(e) == 4:
+            s = "(idle %s, delivered %d×)" % (duration(e[2]), e[3])
+            items.append((st.dim + s + st.off, len(s)))
+        line = self.w.line
+        avail = self.avail
+        cur = head if not self.own_line else None
+        used = 0
+        if self.own_line:
+            line(head.rstrip())
+        for it in items:
+            width = it[-1]
+            if cur is not None and used and used + 2 + width > avail:
+                line(cur)
+                cur = None
+            if cur is None:
+                cur = self.cont
+                used = 0
+            else:
+                cur += "  "
+                used += 2
+            if width <= avail - used:
+                cur += self._item(it)
+                used += width
+                continue
+            # longer than a line: broken over several, nothing cut
+            pieces = _break(it, avail - used, avail)
+            for p in pieces[:-1]:
+                line(cur + p)
+                cur = self.cont
+            cur += pieces[-1]
+            used = cells(_strip(pieces[-1]))
+        if cur is not None:
+            line(cur)
+
+    def _item(self, it):
+        if len(it) == 2:
+            return it[0]
+        return self.st.name + it[0] + self.st.off + "=" + it[1]
+
+    def _hl(self, s):
+        return s
 
 
-def _id_time(i):
-    import datetime
+def _strip(s):
+    return re.sub("\x1b\\[[0-9;]*m", "", s)
+
+
+def _break(it, first, avail):
+    """Split an item too long for a line into pieces (the first ``first``
+    columns wide, the rest ``avail``); the field name keeps its colour
+    when it fits in the first piece."""
+    if len(it) == 2:
+        text, name_len = _strip(it[0]), 0
+    else:
+        text, name_len = it[0] + "=" + it[1], len(it[0])
+    pieces = []
+    cur = []
+    used = 0
+    room = max(first, 1)
+    for ch in text:
+        w = 1 if ch.isascii() else cells(ch)
+        if used + w > room and cur:
+            pieces.append("".join(cur))
+            cur = []
+            used = 0
+            room = avail
+        cur.append(ch)
+        used += w
+    pieces.append("".join(cur))
+    return pieces
+
+
+# ------------------------------------------------------------------ entry points
+
+def write_pretty(reply, out, width=None, colour=None):
+    """Write ``reply`` to the binary stream ``out``, flushing as it goes.
+    Ctrl-C while writing: colours reset, then KeyboardInterrupt goes on."""
+    w = Writer(out, width, colour)
     try:
-        ms = int(i.split(b"-")[0])
-        if ms < 10 ** 11:
-            return ""
-        return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (ValueError, OverflowError, OSError):
-        return ""
+        w.value(reply)
+        w.flush()
+    except KeyboardInterrupt:
+        try:
+            w.buf = []
+            out.write(b"\x1b[0m\n" if w.colour else b"\n")
+            out.flush()
+        except (OSError, ValueError):
+            pass
+        raise
 
 
-def _plain(v):
-    from xstream_cli.render import noraw
-    if type(v) is bytes:
-        return _s(v)
-    if type(v) is Status:
-        return str(v)
-    if v is None:
-        return "(nil)"
-    if type(v) is int:
-        return str(v)
-    return noraw(v).decode("utf-8", "backslashreplace").rstrip("\n")
-
-
-def _esc(s):
-    from rich.markup import escape
-    return escape(s)
-
-
-def _width():
-    import shutil
-    return shutil.get_terminal_size((100, 24)).columns
+def render_pretty(reply):
+    """The pretty bytes of one reply (script mode, where replies are
+    printed after their batch commits)."""
+    buf = io.BytesIO()
+    write_pretty(reply, buf, colour=_use_colour(sys.stdout))
+    return buf.getvalue()

@@ -5,7 +5,10 @@
   json    one RESP3-shaped JSON document per reply
 
 Each renderer returns the full bytes for one reply, newline included.
-The pretty mode lives in pretty.py (it needs rich; nothing here does).
+The pretty mode lives in pretty.py.  ``escape_text`` / ``terminal_text``
+here are the one place that decides how stored bytes are shown on a
+terminal (pretty output and ``xs tail``): control characters, ESC, DEL,
+C1 controls and bytes that are not UTF-8 are escaped, never written raw.
 """
 from storage.codec import Entries
 from storage.errors import RedisError
@@ -197,3 +200,37 @@ def json(reply):
 
 
 RENDERERS = {"raw": raw, "noraw": noraw, "json": json}
+
+
+# ------------------------------------------------------ text for a terminal
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b"}
+
+
+def escape_text(t, quoting=True):
+    """Text ``t`` (decoded with surrogateescape) with printable characters
+    as they are and the others as redis-cli escapes (``\\n``, ``\\x1b``,
+    ``\\xHH`` for each byte of a non-printable character or of a byte
+    that is not UTF-8); ``quoting``: also escape '"' and backslash (the
+    text goes inside double quotes).  Printable non-ASCII (München, 日本)
+    stays as it is."""
+    if t.isprintable() and (not quoting or ('"' not in t and "\\" not in t)):
+        return t
+    out = []
+    for ch in t:
+        e = _ESCAPES.get(ch)
+        if e is not None and (quoting or ch not in '"\\'):
+            out.append(e)
+        elif ch.isprintable():
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":          # a byte that is not UTF-8
+            out.append("\\x%02x" % (ord(ch) - 0xdc00))
+        else:
+            out.extend("\\x%02x" % c for c in ch.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+def terminal_text(b):
+    """Bytes for a terminal, unquoted: printable characters as they are,
+    the rest (control characters, ESC, bytes that are not UTF-8) escaped."""
+    return escape_text(b.decode("utf-8", "surrogateescape"), quoting=False)

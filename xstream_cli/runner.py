@@ -48,7 +48,10 @@ def run_one(g, argv):
             _error(mode, r, argv, s.render)
             status = EXIT_ERROR
         else:
-            context.write_out(s.render(r))
+            try:
+                s.output(r)          # pretty output streams; Ctrl-C during it: 130, no traceback
+            except KeyboardInterrupt:
+                return EXIT_INTERRUPTED
         repeat -= 1
         if repeat == 0:
             return status

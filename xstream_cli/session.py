@@ -85,6 +85,25 @@ class Session:
             return (json.dumps({"error": text}) + "\n").encode()
         return text.encode() + b"\n"
 
+    def output(self, reply, out=None):
+        """Write one reply to ``out`` (default stdout) and flush.  Pretty
+        output streams (entries are formatted and flushed in chunks, see
+        pretty.py); the other modes write ``render``'s bytes.  A reader
+        that went away ends the process quietly; Ctrl-C propagates."""
+        from xstream_cli import context
+        if out is None:
+            import sys
+            out = sys.stdout.buffer
+        try:
+            if self.mode == "pretty":
+                from xstream_cli.pretty import write_pretty
+                write_pretty(reply, out)
+            else:
+                out.write(self.render(reply))
+                out.flush()
+        except BrokenPipeError:
+            context.quiet_exit()
+
     @property
     def store(self):
         if self._store is None:

@@ -64,36 +64,19 @@ import click
 from storage.ids import MAX_ID, MIN_ID
 from storage.options import IdsOptions, RangeOptions, ReadOptions
 from xstream_cli import context
+from xstream_cli.render import escape_text as _escaped
+from xstream_cli.render import terminal_text as _text   # one owner of terminal escaping
 
 BATCH = 1000                   # entries per read transaction while following
 _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
 _BARE_NAME = _BARE - frozenset(b"=")
 _NOT_BARE = frozenset(" \"'\\")
 _NOT_BARE_NAME = _NOT_BARE | {"="}
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b"}
 _COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red",
             "bright_cyan", "bright_magenta", "bright_green", "bright_yellow")
 
 
 # ------------------------------------------------------------------ output
-
-def _escaped(t, quoting=True):
-    """Text ``t`` (decoded with surrogateescape) with printable characters
-    as they are and the others as redis-cli escapes; ``quoting``: also
-    escape '"' and backslash (inside double quotes)."""
-    out = []
-    for ch in t:
-        e = _ESCAPES.get(ch)
-        if e is not None and (quoting or ch not in '"\\'):
-            out.append(e)
-        elif ch.isprintable():
-            out.append(ch)
-        elif "\udc80" <= ch <= "\udcff":          # a byte that is not UTF-8
-            out.append("\\x%02x" % (ord(ch) - 0xdc00))
-        else:
-            out.extend("\\x%02x" % c for c in ch.encode("utf-8", "surrogatepass"))
-    return "".join(out)
-
 
 def raw_token(b, name=False):
     """A stream name, field or value in the raw line format."""
@@ -169,12 +152,6 @@ class Pretty:
         self.buf.seek(0)
         self.buf.truncate()
         return out.encode("utf-8", "backslashreplace")
-
-
-def _text(b):
-    """For the terminal: printable characters as they are, the rest
-    (control characters, ESC, bytes that are not UTF-8) escaped."""
-    return _escaped(b.decode("utf-8", "surrogateescape"), quoting=False)
 
 
 def _id_key(entry):
