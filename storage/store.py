@@ -47,6 +47,13 @@ store directory itself, if the link belongs to the user.  LMDB opens
 the files through /proc/self/fd/N, the directory that was checked, so
 the path cannot be switched between the check and the open.
 
+The store lock.  Every Store holds ``<store>/lock`` (0600) with a shared
+flock(2) from before it looks at data.mdb until its environment is
+closed (read-only opens too); ``xs compact`` (storage.compact) holds it
+exclusively while it replaces data.mdb with a compacted copy, so no
+process ever keeps writing to a replaced file.  An open waits while a
+compaction runs.  Cost: one open and two lock calls per open.
+
 Creating a store cannot leave half a store behind, nor die of SIGBUS on
 a full disk: data.mdb is made complete (its named databases and format
 version committed) under a temporary name by a lock-free LMDB
@@ -59,6 +66,7 @@ LMDB reports a short write as EIO, which counts as a full disk when the
 file system has next to no space left.
 """
 import errno
+import fcntl
 import os
 import stat
 import time
@@ -104,11 +112,13 @@ class Store:
     ``close``); ``root``: a path to that same directory (/proc/self/fd/N
     where /proc exists, else ``path``)."""
 
-    def __init__(self, path, durable=True, readonly=False, create=True):
+    def __init__(self, path, durable=True, readonly=False, create=True, shared_lock=True):
         self.path = path
         self.readonly = readonly
         self.durable = durable
         self.dir_fd = None
+        self.lock_fd = None       # <store>/lock, held shared while open (see take_store_lock)
+        self._shared_lock = shared_lock
         self.root = path
         self._broken = None       # why the environment had to be closed
         self._readers_checked = 0.0
@@ -148,6 +158,8 @@ class Store:
             self.dir_fd, made = _store_dir(path, create, not self.readonly)
             fd = self.dir_fd
             self.root = _pinned(fd, path)
+            if self._shared_lock:
+                self.lock_fd = take_store_lock(fd)
             strict = not self.readonly
             data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
             lock = check_entry(fd, "lock.mdb", "lock.mdb", "file", strict)
@@ -363,6 +375,9 @@ class Store:
         self._close_dir()
 
     def _close_dir(self):
+        lock, self.lock_fd = self.lock_fd, None
+        if lock is not None:
+            os.close(lock)          # releases the shared store lock (after the environment is closed)
         fd, self.dir_fd = self.dir_fd, None
         if fd is not None:
             os.close(fd)
@@ -471,6 +486,61 @@ def _store_dir(path, create, strict=True):
         os.close(fd)
         raise
     return fd, made
+
+
+STORE_LOCK = "lock"        # <store>/lock: every open holds it shared, xs compact exclusive
+
+
+def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=False):
+    """Open ``<store>/lock`` (made 0600 if missing and ``create``) and
+    flock it shared (``exclusive``: exclusively); returns the descriptor,
+    which holds the lock until it is closed.  Every Store holds it shared
+    from before it looks at data.mdb until after its environment is
+    closed, so ``xs compact`` (storage.compact), holding it exclusively,
+    may replace data.mdb: no process has the old file open.  Without
+    ``wait`` a lock held by others raises BlockingIOError.  Read-only
+    opens make the file too (a store made by an older xs has none); None
+    if it is missing and cannot be made (a store on a read-only file
+    system: nothing can replace data.mdb there either).  ``open_only``:
+    open the file and lock nothing (compaction takes its locks itself)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        f = os.open(STORE_LOCK, flags | (os.O_CREAT if create else 0), 0o600, dir_fd=dir_fd)
+    except OSError as e:
+        st = _lstat(dir_fd, STORE_LOCK) if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR) else None
+        if st is not None:
+            raise UnsafeEntry("%s %s" % (STORE_LOCK, _unsafe(st, "file") or "cannot be opened"))
+        if create and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            return take_store_lock(dir_fd, False, exclusive, wait, open_only)
+        if not create and e.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM):
+            if e.errno == errno.ENOENT or _lstat(dir_fd, STORE_LOCK) is None:
+                return None
+            f = os.open(STORE_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        else:
+            raise
+    try:
+        st = os.fstat(f)
+        why = _unsafe(st, "file")
+        if why:
+            raise UnsafeEntry("%s %s" % (STORE_LOCK, why))
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            try:
+                os.fchmod(f, 0o600)
+            except OSError:
+                pass
+        if open_only:
+            return f
+        if not exclusive:
+            # pass the gate (a POSIX lock on byte 0, held exclusively by a
+            # compaction draining the store of short-lived users, so that
+            # they cannot starve it): wait while it is closed, hold nothing
+            fcntl.lockf(f, fcntl.LOCK_SH, 1, 0)
+            fcntl.lockf(f, fcntl.LOCK_UN, 1, 0)
+        fcntl.flock(f, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(f)
+        raise
+    return f
 
 
 def _link_target(path):
