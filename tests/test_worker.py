@@ -122,6 +122,35 @@ def pending(db, stream="s", group="g"):
 
 # ------------------------------------------------------------------ acking
 
+def _commits(db):
+    import lmdb
+    env = lmdb.open(str(db), readonly=True, max_dbs=64, subdir=True)
+    try:
+        return env.info()["last_txnid"]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("ack_alone", [False, True])
+def test_an_ack_rides_in_the_commit_that_reads_the_next_entry(db, tmp_path, ack_alone):
+    # issue 9: a busy worker pays one durable commit per entry, not two
+    # (read, then ack); --ack-alone keeps the old way
+    n = 12
+    ids = fill(db, ["XADD s * n %d" % i for i in range(n)] + ["XGROUP CREATE s g 0"])
+    before = _commits(db)
+    args = ["--once", "--json"] + (["--ack-alone"] if ack_alone else [])
+    p = run_worker(db, "s", "-g", "g", "-c", "c", *args, env={"LOG": str(tmp_path / "log")})
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(l) for l in p.stdout.decode().splitlines()]
+    assert [e["id"] for e in events if e["event"] == "acked"] == ids[:n]
+    assert xs_json(db, "XPENDING s g")[0] == 0
+    commits = _commits(db) - before
+    if ack_alone:
+        assert commits >= 2 * n
+    else:
+        assert n <= commits <= n + 2
+
+
 def test_successful_entries_are_acknowledged_exactly_once(db, tmp_path):
     ids = fill(db, ["XADD s * n %d" % i for i in range(6)])
     log = tmp_path / "log"
