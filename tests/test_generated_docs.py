@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import click
 import pytest
 
 from conftest import ROOT, XS, run_xs
@@ -128,8 +129,22 @@ def test_complete_lists_streams_and_groups(tmp_path):
     assert complete(db, "groups", "events").stdout == b"g1\ng2\n"
     assert complete(db, "groups", "orders").stdout == b""
     assert complete(db, "groups", "nope").stdout == b""
-    p = complete(db, "groups")
-    assert (p.returncode, p.stdout) == (0, b"")
+    p = complete(db, "groups")          # no stream: the groups of every stream
+    assert (p.returncode, p.stdout) == (0, b"g1\ng2\n")
+
+
+def test_complete_lists_consumers(tmp_path):
+    db = tmp_path / "store"
+    p = run_xs(db, ["XADD events * a 1", "XADD orders * a 1", "XGROUP CREATE events g 0",
+                    "XGROUP CREATE orders g 0", "XGROUP CREATECONSUMER events g bob",
+                    "XREADGROUP GROUP g alice STREAMS events >", "XGROUP CREATECONSUMER orders g carol"],
+               mode="raw")
+    assert p.returncode == 0, p.stderr
+    assert complete(db, "consumers", "events", "g").stdout == b"alice\nbob\n"
+    assert complete(db, "consumers", "", "g").stdout == b"alice\nbob\ncarol\n"
+    for args in (["consumers", "events", "nogroup"], ["consumers", "nostream", "g"], ["consumers", "events"]):
+        p = complete(db, *args)
+        assert (p.returncode, p.stdout, p.stderr) == (0, b"", b"")
 
 
 def test_complete_uses_xs_db(tmp_path):
@@ -153,3 +168,98 @@ def test_complete_does_not_write_the_store(tmp_path):
 def test_complete_is_hidden_from_help(tmp_path):
     p = subprocess.run(XS + ["--help"], capture_output=True, timeout=30, cwd=ROOT)
     assert p.returncode == 0 and b"_complete" not in p.stdout
+
+
+# ------------------------------------------------- xs completion, man pages
+
+def test_xs_completion_prints_the_committed_scripts():
+    for shell, rel in (("bash", "completions/xs.bash"), ("zsh", "completions/_xs"),
+                       ("fish", "completions/xs.fish")):
+        p = subprocess.run(XS + ["completion", shell], capture_output=True, timeout=60, cwd=ROOT)
+        assert p.returncode == 0 and p.stdout.decode() == committed(rel), \
+            "%s differs from xs completion %s: run python3 tools/gen_docs.py" % (rel, shell)
+
+
+def _generated_man_pages():
+    fam = gen_docs.redis_commands()
+    pages = {"man/xs.1": gen_docs.man_xs1(fam)}
+    for page, title, blurb, names in gen_docs.FAMILIES:
+        pages["man/xs-%s.7" % page] = gen_docs.man_family(page, title, blurb, names, fam)
+    return pages
+
+
+def test_man_pages_describe_every_command_with_examples_and_no_internal_notes():
+    from xstream_cli import help
+    pages = _generated_man_pages()
+    text = "".join(pages.values())
+    for internal in ("storage:", "Txn.", "arguments (with the name)"):
+        assert internal not in text
+    families = "".join(v for k, v in pages.items() if k.endswith(".7"))
+    for name in REDIS_NAMES + ["%s %s" % (c.decode(), s.decode()) for c in SUBCOMMANDS for s in SUBCOMMANDS[c]]:
+        if name.encode() in SUBCOMMANDS:
+            continue
+        summary, since, complexity, examples = help.DOCS[name]
+        section = families.split(".SS %s\n" % gen_docs.esc(name), 1)[1].split(".SS ", 1)[0]
+        assert gen_docs.esc(summary) in section, name
+        assert "Since Redis %s" % since in section and gen_docs.esc(complexity) in section, name
+        for e in examples:
+            assert gen_docs.esc("xs " + e) in section, (name, e)
+
+
+def test_xs_1_has_every_global_and_porcelain_option_and_examples():
+    from xstream_cli.app import cli
+    page = _generated_man_pages()["man/xs.1"]
+    for opt in ("\\fB\\-r\\fR \\fIN\\fR", "\\fB\\-i\\fR \\fISEC\\fR", ".SH EXAMPLES", ".SH HELP"):
+        assert opt in page, opt
+    for name, cmd in cli.commands.items():
+        if cmd.hidden:
+            continue
+        assert ".SS %s\n" % gen_docs.esc(name) in page
+        section = page.split(".SS %s\n" % gen_docs.esc(name), 1)[1].split(".SS ", 1)[0]
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                for o in p.opts:
+                    assert "\\fB%s\\fR" % gen_docs.esc(o) in section, (name, o)
+    # unknown command and wrong arity: one exit status, documented
+    status = page.split(".SH EXIT STATUS", 1)[1].split(".SH", 1)[0]
+    assert "unknown" in status and "wrong number of arguments" in status
+
+
+def test_the_wheel_installs_the_man_pages_where_man_finds_them(tmp_path):
+    """Build the wheel from a copy of the sources (no build files in the
+    repository), and check that man-db finds xs(1) from PATH alone once
+    the wheel's data files sit beside bin/, as in a venv."""
+    import shutil
+    import zipfile
+    src = tmp_path / "src"
+    src.mkdir()
+    for rel in ("pyproject.toml", "README.md"):
+        shutil.copy(os.path.join(ROOT, rel), src / rel)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for rel in ("xstream_cli", "storage", "man", "bin"):
+        if os.path.exists(os.path.join(ROOT, rel)):
+            shutil.copytree(os.path.join(ROOT, rel), src / rel, ignore=ignore)
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src), "-w",
+                        str(tmp_path / "dist")], capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (whl,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        data = [n for n in names if ".data/data/share/man/" in n]
+        assert sorted(n.split(".data/data/", 1)[1] for n in data) == sorted(
+            "share/man/man%s/%s" % (rel[-1], os.path.basename(rel)) for rel in MAN_PAGES)
+        prefix = tmp_path / "prefix"
+        for n in data:
+            out = prefix / n.split(".data/data/", 1)[1]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(z.read(n))
+        assert z.read([n for n in data if n.endswith("man1/xs.1")][0]).decode() == committed("man/xs.1")
+    man = shutil.which("man")
+    if man is None:
+        pytest.skip("no man on this machine")
+    (prefix / "bin").mkdir()
+    env = dict(os.environ, PATH="%s:/usr/bin:/bin" % (prefix / "bin"))
+    env.pop("MANPATH", None)
+    for page, want in (("xs", "man1/xs.1"), ("xs-groups", "man7/xs-groups.7")):
+        p = subprocess.run([man, "-w", page], capture_output=True, env=env, timeout=60)
+        assert p.returncode == 0 and p.stdout.decode().strip() == str(prefix / "share" / "man" / want), p

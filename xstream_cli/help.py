@@ -323,7 +323,7 @@ def _click_help(name, cmd, usage_only=False):
     import click
 
     from xstream_cli.app import cli
-    with click.Context(cli, info_name="xs") as parent:
+    with click.Context(cli, info_name="xs", **(cli.context_settings or {})) as parent:
         ctx = click.Context(cmd, info_name=name, parent=parent)
         return ctx.get_usage() if usage_only else ctx.get_help()
 
