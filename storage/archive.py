@@ -63,7 +63,8 @@ duplicate rows:
   entry of the run is in a verified file, in staging or in place; the
   re-run finishes the moves (a file already moved is skipped) and
   commits, before it plans anything, so the entries are never staged
-  twice.  Nothing was trimmed.
+  twice.  Nothing was trimmed.  A re-run killed while finishing the
+  moves leaves the same state: the next one goes on.
 * between 9 and 10 (committed, not trimmed): the entries are in the
   archive and in the stream; the re-run's step 3 trims them and step 4
   starts above the archived-through ID, so nothing is written twice.
@@ -73,7 +74,10 @@ duplicate rows:
 An entry is thus always in the stream, the archive or both.  Each named
 step can be made to kill the process (SIGKILL, for the tests) with the
 environment variable ``XS_ARCHIVE_KILL_AT=STEP``, STEP one of
-``KILL_POINTS``.
+``KILL_POINTS``: planned (after 4), staged (after 5), verified (after
+6), pending (after 7), recovering (after the first move of step 2),
+moving (after the first move of 8), moved (after 8), committed (after
+9), trimmed (after 10).
 
 Archive layout: ``DIR/stream=NAME/date=YYYY-MM-DD/FIRST_LAST.parquet``,
 NAME escaped as Spark escapes partition values (``:`` is ``%3A``), so
@@ -104,7 +108,7 @@ LOG = "_xs_archive.log"
 STAGING = "_staging"
 FORMAT = 1
 KILL_ENV = "XS_ARCHIVE_KILL_AT"
-KILL_POINTS = ("planned", "staged", "verified", "pending", "moving", "moved", "committed", "trimmed")
+KILL_POINTS = ("planned", "staged", "verified", "pending", "recovering", "moving", "moved", "committed", "trimmed")
 ROWS_PER_PARTITION = 250000      # entries per Spark read partition (at most 64 per stream)
 
 
@@ -318,9 +322,10 @@ class Lock:
             self.fd = None
 
 
-def _do_moves(directory, moves):
+def _do_moves(directory, moves, step):
     """Rename each staged file into place (a file already moved is
-    skipped); fsync the directories written to."""
+    skipped); fsync the directories written to.  ``step``: the kill
+    point after the first move."""
     dirs = set()
     for src, dst in moves:
         s, d = os.path.join(directory, src), os.path.join(directory, dst)
@@ -328,7 +333,7 @@ def _do_moves(directory, moves):
             os.makedirs(os.path.dirname(d), exist_ok=True)
             os.replace(s, d)
             dirs.add(os.path.dirname(d))
-            kill_point("moving")
+            kill_point(step)
         elif not os.path.exists(d):
             raise ArchiveError("archive %s: %s is in neither staging nor place; the manifest's pending run cannot "
                                "be finished (was the directory changed by hand?)" % (directory, dst))
@@ -362,7 +367,7 @@ def recover(directory, manifest):
     pending = manifest.get("pending")
     rows = 0
     if pending:
-        _do_moves(directory, pending["moves"])
+        _do_moves(directory, pending["moves"], "recovering")
         rows = sum(s["rows"] for s in pending["streams"].values())
         _commit(directory, manifest)
     shutil.rmtree(os.path.join(directory, STAGING), ignore_errors=True)
@@ -621,7 +626,7 @@ def archive(open_store, store_path, names, cut, directory, master=None, fields_l
         save_manifest(directory, manifest)
         kill_point("pending")
         say("moving %d files into place" % len(moves))
-        _do_moves(directory, moves)
+        _do_moves(directory, moves, "moving")
         kill_point("moved")
         _commit(directory, manifest)
         kill_point("committed")
