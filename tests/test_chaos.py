@@ -16,8 +16,11 @@ started again.  Afterwards:
   * every pending entry is at or below the group's last-delivered ID,
     and XINFO STREAM FULL, XINFO GROUPS and XPENDING answer.
 
-XS_CHAOS_SECONDS (default 20) sets how long it runs; XS_CHAOS_SEED the
-seed (printed on failure).
+XS_CHAOS_SECONDS (default 20) sets how long it runs, XS_CHAOS_SEED the
+seed (printed on failure), XS_CHAOS_PRODUCERS / XS_CHAOS_CONSUMERS how
+many of each (default 4 / 3 for a 2-core CI machine; the soak run in the
+README used 8 / 8): ``XS_CHAOS_SECONDS=600 XS_CHAOS_PRODUCERS=8
+XS_CHAOS_CONSUMERS=8 python3 -m pytest -s tests/test_chaos.py``.
 """
 import json
 import os
@@ -36,6 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XS = [sys.executable, "-m", "xstream_cli"]
 SECONDS = float(os.environ.get("XS_CHAOS_SECONDS", "20"))
 SEED = int(os.environ.get("XS_CHAOS_SEED", str(int(time.time()) % 100000)))
+PRODUCERS = int(os.environ.get("XS_CHAOS_PRODUCERS", "4"))
+CONSUMERS = int(os.environ.get("XS_CHAOS_CONSUMERS", "3"))
 EVERYTHING = RangeOptions((0, 0), (2 ** 64 - 1, 2 ** 64 - 1))
 
 
@@ -175,8 +180,8 @@ def test_random_sigkills_of_many_processes_leave_a_consistent_store_and_lose_no_
                    cwd=ROOT, capture_output=True)
     rng = random.Random(SEED)
     stop = threading.Event()
-    producers = [Producer(k, db, stop) for k in range(4)]
-    consumers = [Consumer(k, db, stop) for k in range(3)]
+    producers = [Producer(k, db, stop) for k in range(PRODUCERS)]
+    consumers = [Consumer(k, db, stop) for k in range(CONSUMERS)]
     others = [Repeat("tail", db, stop, ["tail", "-f", "s"], 0.05),
               Repeat("trim", db, stop, ["trim", "t", "--max-len", "50", "-q"], 0.3),
               # compaction waits at most 1 s for the long-running holders
