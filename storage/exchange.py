@@ -32,15 +32,56 @@ transaction per batch (10,000 lines by default): bulk speed, and a
 failed line stops the import with everything before its batch committed
 (the error says how far it got).  For an all-or-nothing copy use a
 snapshot.
+
+Other formats (``import_lines``, ``xs import --stream S --format F``):
+every line is one entry of the stream S.
+
+  jsonl  a JSON object per line, {"user": "u1", "n": 3}: each member a
+         field and its value, in order, duplicate names kept.  A string
+         is its text (UTF-8; U+DC80..U+DCFF as the bytes 80..FF); a
+         number is its JSON text exactly as written (3, -1.50, 1e3);
+         true / false are the words; an array or object is its compact
+         JSON text ({"a":[1,2]}); null is an error (leave the member out
+         instead).  A line that is not an object, or an empty object,
+         is an error.
+  kv     field=value words, split as redis-cli splits a line
+         (xstream_cli's splitargs rules: "double quotes" with \\n \\t
+         \\xHH escapes, 'single quotes', a quote may start in the middle
+         of a word: name="Ann Lee"); each word is cut at its first "=",
+         so a field name cannot hold "=" (a value can).  Bytes pass
+         through as they are.
+  xs     the export shape above (the default without --stream).
+
+IDs: ``*`` (new IDs, as XADD * at bulk speed, through add_auto_many)
+unless ``id_field`` names a member / field whose value is the entry's
+ID: "ms-seq" (kept) or "*"; that member is not stored as a field.
+
+``skip_existing`` makes an import with explicit IDs re-runnable: an
+entry whose ID is at or below its stream's last ID is skipped if the
+stream holds that ID with the same fields, an error if it holds it with
+other fields, and skipped (counted as "below") if the stream has no
+such entry any more -- deleted or trimmed since, or never there: XADD
+cannot put an entry below the top, so there is nothing else to do.
+Other records (--meta lines) are loaded as usual: a group that exists
+is an error.  New IDs (``*``) are never skipped: re-running such an
+import adds the entries again.
+
+Blank lines are skipped; line numbers count every physical line (lines
+end at \\n only).  Batches: ``batch`` entries per transaction.  On an
+error the batches before the one holding the bad line stay imported,
+and ImportFailed says up to which line.
 """
 import base64
 import json
+import os
+import re
 import time
 
 from storage import codec
 from storage.dump import CorruptStore
 from storage.errors import RedisError
 from storage.load import LoadError, Stats
+from storage.options import RangeOptions
 from storage.txn import StoreFailure
 
 BATCH = 10000
@@ -295,24 +336,314 @@ class Importer:
 
 
 def import_jsonl(store, lines, batch=BATCH, progress=None):
-    """Import JSON lines from an iterable of text lines; returns Stats.
-    Blank lines are skipped (line numbers count them)."""
+    """Import JSON lines in the export shape from an iterable of lines
+    (bytes, or text); returns Stats.  See ``import_lines``."""
+    return import_lines(store, lines, "xs", batch=batch, progress=progress)
+
+
+# ====================================================== import: formats
+
+FORMATS = ("xs", "jsonl", "kv")
+
+
+class ImportFailed(ExchangeError):
+    """An import stopped at a line.  ``line``: its number; ``committed``:
+    the last line of the batches that stay imported (0: none);
+    ``entries``: the entries they added."""
+
+    def __init__(self, line, reason, committed, entries):
+        self.line, self.reason, self.committed, self.entries = line, reason, committed, entries
+        if committed:
+            kept = ("lines 1-%d stay imported (%d entr%s, earlier batches); nothing from line %d on was"
+                    % (committed, entries, "y" if entries == 1 else "ies", committed + 1))
+        else:
+            kept = "nothing was imported"
+        ExchangeError.__init__(self, "line %d: %s (%s)" % (line, reason, kept))
+
+
+class ImportStats(Stats):
+    """Stats of an import, with ``skipped`` (entries already in the store,
+    identical) and ``below`` (IDs below a stream's last ID that it no
+    longer holds) of --skip-existing, and ``lines`` read."""
+
+    __slots__ = ("skipped", "below", "lines")
+
+    def __init__(self):
+        Stats.__init__(self)
+        self.skipped = self.below = self.lines = 0
+
+
+class _Bad(Exception):
+    """A line that cannot be imported (the text says why)."""
+
+
+class _Num(str):
+    """A JSON number, as its text."""
+
+
+class _Obj(list):
+    """A JSON object as its (name, value) pairs, duplicates kept."""
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_Obj, parse_int=_Num, parse_float=_Num, parse_constant=_Num)
+
+
+def _json_text(v):
+    """Compact JSON text of a value parsed by _JSON (numbers as written)."""
+    if isinstance(v, _Num):
+        return str(v)
+    if isinstance(v, _Obj):
+        return "{%s}" % ",".join("%s:%s" % (json.dumps(k, ensure_ascii=False), _json_text(x)) for k, x in v)
+    if isinstance(v, list):
+        return "[%s]" % ",".join(_json_text(x) for x in v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _json_value(name, v):
+    if type(v) is str:
+        return v.encode("utf-8", "surrogateescape")
+    if isinstance(v, _Num):
+        return v.encode("ascii")
+    if v is True:
+        return b"true"
+    if v is False:
+        return b"false"
+    if v is None:
+        raise _Bad("field %s is null (leave the member out, or give a value)" % json.dumps(name, ensure_ascii=False))
+    return _json_text(v).encode("utf-8", "surrogateescape")
+
+
+def _parse_jsonl(line, id_field):
+    """One jsonl line (bytes) -> (id text or None, fields)."""
+    try:
+        obj = _JSON.decode(line.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError) as e:
+        raise _Bad("not JSON (%s)" % e)
+    if not isinstance(obj, _Obj):
+        raise _Bad("not a JSON object")
+    fields = []
+    i = None
+    for k, v in obj:
+        if id_field is not None and k == id_field:
+            if type(v) is not str:
+                raise _Bad("the ID member %s must be a string (\"ms-seq\" or \"*\")" % json.dumps(k))
+            i = v
+            continue
+        fields.append(k.encode("utf-8", "surrogateescape"))
+        fields.append(_json_value(k, v))
+    return i, fields
+
+
+def _parse_kv(line, id_field, split):
+    """One kv line (bytes) -> (id text or None, fields); ``split``
+    cuts a line into words (redis-cli's rules: xstream_cli.splitargs)."""
+    try:
+        words = split(line)
+    except ValueError:
+        raise _Bad("unbalanced quotes")
+    fields = []
+    i = None
+    for w in words:
+        k, eq, v = w.partition(b"=")
+        if not eq or not k:
+            raise _Bad("%s is not field=value" % _show_bytes(w))
+        if id_field is not None and k == id_field:
+            i = v.decode("ascii", "replace")
+            continue
+        fields.append(k)
+        fields.append(v)
+    return i, fields
+
+
+_KV_SLOW = re.compile(rb"[\"'\x00\x0b\x0c]")
+
+
+def _plain_kv(words):
+    """Every word field=value with a field name."""
+    for w in words:
+        if w[:1] == b"=" or b"=" not in w:
+            return False
+    return True
+
+
+def _show_bytes(b):
+    t = json.dumps(b.decode("utf-8", "backslashreplace"), ensure_ascii=False)
+    return t if len(t) <= 40 else t[:37] + "..."
+
+
+def _parse_xs(line, _id_field):
+    """One export-shape line -> a JSON record (a dict)."""
+    try:
+        return json.loads(line.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError) as e:
+        raise _Bad("not JSON (%s)" % e)
+
+
+def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existing=False, batch=BATCH,
+                 progress=None, split=None):
+    """Import the lines of ``lines`` (an iterable of bytes lines, as a
+    binary file gives them; text lines are taken too) in the format
+    ``fmt`` (FORMATS; jsonl and kv need ``stream``, a bytes name; kv
+    needs ``split``, the word splitter); returns ImportStats.  Raises
+    ImportFailed."""
+    if fmt not in FORMATS:
+        raise ExchangeError("unknown format %s (formats: %s)" % (_snippet(fmt), ", ".join(FORMATS)))
+    if fmt != "xs" and not stream:
+        raise ExchangeError("format %s needs a stream name" % fmt)
     t0 = time.monotonic()
-    imp = Importer(store, batch)
-    nbytes = 0
+    st = ImportStats()
+    if fmt == "kv" and split is None:
+        raise ExchangeError("format kv needs a word splitter")
+    parse = {"xs": _parse_xs, "jsonl": _parse_jsonl, "kv": lambda line, i: _parse_kv(line, i, split)}[fmt]
+    idf = None if id_field is None else (id_field if fmt == "jsonl" else os.fsencode(id_field))
+    run = _Batch(store, skip_existing, st)
+    items = run.items
+    kv_fast = fmt == "kv" and idf is None
+    n = 0
     for n, line in enumerate(lines, 1):
-        nbytes += len(line)
+        if type(line) is not bytes:
+            line = line.encode("utf-8", "surrogateescape")
+        st.bytes += len(line)
+        if line[-1:] == b"\n":
+            line = line[:-1]
+            if line[-1:] == b"\r" and fmt != "kv":
+                line = line[:-1]                  # a CRLF line of JSON
+        if kv_fast and not _KV_SLOW.search(line):
+            # no quotes, NULs, VT or FF: words split at white space, and
+            # the entry in its text form (fields joined by newlines)
+            words = line.split()
+            if words and _plain_kv(words):
+                items.append(("auto", n, stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
+                if len(items) >= batch:
+                    run.commit()
+                    items = run.items
+                    if progress is not None:
+                        progress("import", n, None)
+                continue
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            imp.commit()
-            raise ExchangeError("line %d: not JSON (%s)" % (n, e))
-        imp.feed(rec, n)
+            got = parse(line, idf)
+            if fmt == "xs":
+                rec = load_record(got, "line %d" % n)
+                run.add_record(n, rec)
+            else:
+                i, fields = got
+                if not fields:
+                    raise _Bad("no fields")
+                if i is None or i == "*":
+                    run.add_auto(n, stream, fields)
+                else:
+                    run.add_record(n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields))
+        except (_Bad, ExchangeError) as e:
+            raise ImportFailed(n, str(e), run.committed, st.entries)
+        if len(run.items) >= batch:
+            run.commit()
+            items = run.items
         if progress is not None and n % 10000 == 0:
-            progress("import", nbytes, None)
-    st = imp.close()
-    st.bytes = nbytes
+            progress("import", n, None)
+    run.commit()
+    st.lines = n
+    st.streams = len(run.streams)
     st.seconds = time.monotonic() - t0
     return st
+
+
+class _Batch:
+    """The lines of one transaction: runs of auto-ID entries (through
+    ``add_auto_many``) and of records (through the load path), applied
+    in order in one write transaction."""
+
+    def __init__(self, store, skip_existing, stats):
+        self.store = store
+        self.skip = skip_existing
+        self.stats = stats
+        self.items = []            # ("auto", line, name, fields) / ("rec", line, record)
+        self.committed = 0         # the last line of the batches committed
+        self.streams = set()
+
+    def add_auto(self, n, name, fields):
+        self.items.append(("auto", n, name, fields))
+
+    def add_record(self, n, rec):
+        self.items.append(("rec", n, rec))
+
+    def commit(self):
+        items = self.items
+        if not items:
+            return
+        first, last = items[0][1], items[-1][1]
+        counts = {}
+        try:
+            self.store.run(lambda tx: self._apply(tx, items, counts), write=True)
+        except LoadError as e:
+            line, reason = _line_of(str(e), first)
+            raise ImportFailed(line, reason, self.committed, self.stats.entries)
+        except RedisError as e:
+            where = "line %d" % first if first == last else "lines %d-%d" % (first, last)
+            raise ImportFailed(first, "%s: %s" % (where, e), self.committed, self.stats.entries)
+        except StoreFailure as e:
+            raise ImportFailed(first, str(e), self.committed, self.stats.entries)
+        self.stats.entries += counts["entries"]
+        self.stats.skipped += counts["skipped"]
+        self.stats.below += counts["below"]
+        self.streams.update(counts["streams"])
+        self.committed = last
+        self.items = []
+
+    def _apply(self, tx, items, counts):
+        counts.update(entries=0, skipped=0, below=0, streams=set())
+        tops = {}
+        k = 0
+        while k < len(items):
+            kind = items[k][0]
+            j = k
+            while j < len(items) and items[j][0] == kind:
+                j += 1
+            run = items[k:j]
+            k = j
+            if kind == "auto":
+                tx.add_auto_many([(name, fields) for _, _, name, fields in run])
+                counts["entries"] += len(run)
+                counts["streams"].update(it[2] for it in run)
+                continue
+            recs = []
+            for _, n, rec in run:
+                if rec[0] == "entry" and self.skip:
+                    what = self._existing(tx, tops, rec)
+                    if what is not None:
+                        counts[what] += 1
+                        counts["streams"].add(rec[2])
+                        continue
+                recs.append(rec)
+            if recs:
+                st = tx.load(recs)
+                counts["entries"] += st.entries
+                counts["streams"].update(r[2] for r in recs)
+
+    def _existing(self, tx, tops, rec):
+        """For --skip-existing: "skipped" if the stream holds this entry,
+        "below" if its ID is below the stream's top but not there, None
+        to add it; LoadError if it holds the ID with other fields."""
+        _, where, name, i, fields = rec
+        if name not in tops:
+            tops[name] = tx.last_generated_id(name) if tx.key_type(name) == "stream" else None
+        top = tops[name]
+        if top is None or tuple(i) > tuple(top):
+            return None
+        got = tx.range(name, RangeOptions(start=i, end=i, count=1))
+        if got:
+            _, have = got[0]
+            if list(have) != list(fields):
+                raise LoadError("%s: entry %s of stream %s exists with other fields" % (
+                    where, id_text(i), name.decode("utf-8", "backslashreplace")))
+            return "skipped"
+        return "below"
+
+
+def _line_of(text, default):
+    """(line number, reason) of a loader message "line N: reason"."""
+    head, sep, rest = text.partition(": ")
+    if sep and head.startswith("line ") and head[5:].isdigit():
+        return int(head[5:]), rest
+    return default, text

@@ -293,22 +293,70 @@ def export(ctx, streams, output, meta, to_url, replace):
 
 @click.command("import")
 @click.argument("args", nargs=-1, metavar="[FILE|-] | --from URL [STREAM]...")
+@click.option("--stream", "stream", metavar="NAME",
+              help="Import every line as an entry of the stream NAME (formats jsonl and kv).")
+@click.option("--format", "fmt", type=click.Choice(["xs", "jsonl", "kv"]), default=None,
+              help="xs: the export shape (default without --stream); jsonl: a JSON object per line "
+                   "(default with --stream); kv: field=value words per line.")
+@click.option("--id-field", "id_field", metavar="NAME",
+              help="With --stream: the member / field holding the entry ID (ms-seq or *); default: new IDs (*).")
+@click.option("--skip-existing", is_flag=True,
+              help="Skip entries whose ID the stream already holds with the same fields (re-run an "
+                   "interrupted import).")
 @click.option("--from", "from_url", metavar="redis://HOST:PORT",
               help="Copy from a live Redis or Valkey instead; then the arguments are stream names.")
 @click.option("--replace", is_flag=True, help="With --from: replace streams that exist in the store.")
-@click.option("--batch", default=10000, show_default=True, help="Lines per transaction.")
+@click.option("--batch", default=10000, show_default=True, type=click.IntRange(min=1),
+              help="Entries per transaction.")
 @click.pass_context
-def import_(ctx, args, from_url, replace, batch):
-    """Import JSON lines (as written by xs export) from FILE or stdin.
+def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, batch):
+    """Import entries from FILE or stdin: JSON lines as written by xs
+    export, or with --stream, plain JSON objects or field=value lines.
 
-    Entries keep their IDs (an ID not above the stream's last ID is an
-    error); one transaction per --batch lines.  With --from, copy
-    streams from a live Redis: entries, metadata, groups, consumers,
-    pending entries."""
-    from storage.exchange import ExchangeError, import_jsonl
+    \b
+    --format xs     {"stream": "s", "id": "1-1", "fields": ["f", "v"]}
+                    (and the --meta lines of xs export); IDs are kept.
+    --format jsonl  {"user": "u1", "n": 3} per line, into --stream NAME:
+                    members in order, duplicates kept; numbers as
+                    written, true/false as words, arrays and objects
+                    as JSON text; null is an error.
+    --format kv     user=u1 n=3 per line, into --stream NAME, split as
+                    redis-cli splits: note="two words" quoted,
+                    \\xHH escapes in double quotes; a field name
+                    cannot hold "=".
+    \b
+    IDs are new (as XADD *) unless --id-field NAME names the member or
+    field that holds them; an explicit ID must be above the stream's
+    last ID, or, with --skip-existing, is skipped if the stream already
+    holds it with the same fields (an error if with other fields) or no
+    longer holds it (deleted or trimmed since).  So an interrupted
+    import of explicit IDs (an export) can be re-run to completion;
+    one with new IDs cannot (it would add the entries again).
+    \b
+    One transaction per --batch entries.  On an error (a malformed
+    line, a refused ID) the import stops with the line's number (every
+    physical line counts) and exit 1: the batches before the one
+    holding that line stay imported, the message says up to which
+    line; nothing from that batch on is.  With --from, copy streams
+    from a live Redis: entries, metadata, groups, consumers, pending
+    entries."""
+    from storage.exchange import ExchangeError, import_lines
     from xstream_cli.bridge import from_redis
+    from xstream_cli.splitargs import split_line
+    if from_url and (stream or fmt or id_field or skip_existing):
+        raise click.UsageError("--from copies from Redis: --stream, --format, --id-field and --skip-existing "
+                               "are for files")
     if not from_url and len(args) > 1:
         raise click.UsageError("give one FILE (or - for stdin)")
+    if fmt is None:
+        fmt = "jsonl" if stream else "xs"
+    if fmt == "xs" and (stream or id_field):
+        raise click.UsageError("--format xs takes the stream and ID from each line: --stream and --id-field "
+                               "are for --format jsonl or kv")
+    if fmt != "xs" and not stream:
+        raise click.UsageError("--format %s needs --stream NAME" % fmt)
+    if stream == "":
+        raise click.UsageError("--stream needs a name")
     file = args[0] if args and not from_url else "-"
     store = _store(ctx)
     try:
@@ -317,20 +365,24 @@ def import_(ctx, args, from_url, replace, batch):
             with _Progress("entries") as pr:
                 st = from_redis(store, from_url, _names(names), replace, pr)
         else:
-            if file == "-":
-                f = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
-            else:
-                f = open(file, encoding="utf-8", errors="surrogateescape")
+            f = sys.stdin.buffer if file == "-" else open(file, "rb")
             try:
-                with _Progress("bytes") as pr:
-                    st = import_jsonl(store, f, batch, pr)
+                with _Progress("lines") as pr:
+                    st = import_lines(store, f, fmt, os.fsencode(stream) if stream else None, id_field,
+                                      skip_existing, batch, pr, split_line)
             finally:
-                f.detach() if file == "-" else f.close()
+                if file != "-":
+                    f.close()
     except ExchangeError as e:
         _fail(str(e))
     except OSError as e:
         _fail("cannot read %s: %s" % (file, e.strerror or e))
-    _summary("imported", st)
+    extra = ""
+    if getattr(st, "skipped", 0) or getattr(st, "below", 0):
+        extra = "; skipped %d already there" % st.skipped
+        if st.below:
+            extra += ", %d below the stream's last ID and not there (deleted or trimmed)" % st.below
+    _summary("imported", st, extra)
 
 
 def register(cli):
