@@ -204,6 +204,7 @@ class Server:
         self.clients = {}
         self.next_id = 1
         self.started = time.time()
+        self.run_id = os.urandom(20).hex()
         self.started_mono = time.monotonic()
         self.connections_received = 0
         self.rejected = 0
@@ -743,7 +744,8 @@ def _info_text(srv, sections, keyspace):
     eng = srv.engine
     s = {
         "server": [("redis_version", REDIS_VERSION), ("redis_mode", "standalone"), ("xs_version", _xs_version()),
-                   ("os", os.uname().sysname + " " + os.uname().release), ("process_id", os.getpid()),
+                   ("os", os.uname().sysname + " " + os.uname().release), ("arch_bits", 64),
+                   ("multiplexing_api", "asyncio"), ("process_id", os.getpid()), ("run_id", srv.run_id),
                    ("tcp_port", cfg.port if not cfg.unixsocket else 0),
                    ("uptime_in_seconds", int(up)), ("uptime_in_days", int(up // 86400)),
                    ("executable", "xs serve"), ("config_file", "")],
@@ -756,9 +758,10 @@ def _info_text(srv, sections, keyspace):
                   ("total_commands_processed", eng.commands_processed),
                   ("rejected_connections", srv.rejected)],
         "replication": [("role", "master"), ("connected_slaves", 0)],
+        "cluster": [("cluster_enabled", 0)],
         "keyspace": [("db0", "keys=%d,expires=0,avg_ttl=0" % keyspace)] if keyspace else [],
     }
-    order = ["server", "clients", "persistence", "stats", "replication", "keyspace"]
+    order = ["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace"]
     want = [x.lower() for x in sections] or ["default"]
     if any(x in ("all", "everything", "default") for x in want):
         picked = order
