@@ -456,6 +456,10 @@ def _parse_kv(line, id_field, split):
 
 
 _KV_SLOW = re.compile(rb"[\"'\x00\x0b\x0c]")
+# the separators of k words joined by newlines, each with one "=": "=\n=\n...="
+_KV_ONE = 256
+_KV_SEPS = [b""] + [b"=\n" * (k - 1) + b"=" for k in range(1, _KV_ONE)]
+_KV_NOT_SEP = bytes(b for b in range(256) if b not in b"=\n")
 
 
 def _plain_kv(words):
@@ -512,8 +516,18 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
             # no quotes, NULs, VT or FF: words split at white space, and
             # the entry in its text form (fields joined by newlines)
             words = line.split()
-            if words and _plain_kv(words):
-                items.append(("auto", n, stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
+            joined = b"\n".join(words)
+            k = len(words)
+            if 0 < k < _KV_ONE and joined.translate(None, _KV_NOT_SEP) == _KV_SEPS[k] and joined[:1] != b"=" \
+                    and b"\n=" not in joined:
+                # each word holds exactly one "=" and starts with a field name
+                text = joined.replace(b"=", b"\n")
+            elif k and _plain_kv(words):
+                text = b"\n".join([w.replace(b"=", b"\n", 1) for w in words])
+            else:
+                text = None
+            if text is not None:
+                items.append(("auto", n, stream, text))
                 if len(items) >= batch:
                     run.commit()
                     items = run.items

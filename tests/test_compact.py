@@ -298,3 +298,21 @@ def test_sigkill_of_compact_at_any_moment_leaves_a_store_with_all_its_data(tmp_p
     assert p.returncode == 0, p.stderr
     assert export_meta(db) == want
     assert not [n for n in os.listdir(str(db)) if n.startswith("data.mdb.compact-")]   # leftovers swept
+
+
+def test_the_store_lock_file_is_private_made_by_read_only_opens_too_and_never_a_link(tmp_path):
+    db = tmp_path / "db"
+    assert xs(db, "XADD", "s", "1-1", "a", "1").returncode == 0
+    lock = db / "lock"
+    assert stat.S_IMODE(os.stat(lock).st_mode) == 0o600
+    os.unlink(lock)                                  # a store made before the lock existed
+    p = xs(db, "XLEN", "s")                          # a one-shot read opens read-only
+    assert p.returncode == 0 and p.stdout == b"1\n"
+    assert stat.S_ISREG(os.lstat(lock).st_mode) and stat.S_IMODE(os.stat(lock).st_mode) == 0o600
+    os.unlink(lock)
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    os.symlink(target, lock)
+    for args in (["XLEN", "s"], ["XADD", "s", "*", "b", "2"], ["compact"]):
+        p = xs(db, *args)
+        assert p.returncode == 1 and b"lock is a symbolic link" in p.stderr and p.stderr.count(b"\n") == 1, p.stderr

@@ -94,6 +94,16 @@ def test_kv_words_split_as_redis_cli_with_quotes_escapes_and_equals_in_values(tm
     ]
 
 
+def test_kv_lines_without_quotes_cut_each_word_at_its_first_equals_sign(tmp_path):
+    db = tmp_path / "db"
+    src = b"a=1 b=2\na==1 b=c=d\nx= y=\n\t a=1\tb=2 \n" + b" ".join(b"f%d=%d" % (i, i) for i in range(300)) + b"\n"
+    p = xs(db, "import", "--stream", "ev", "--format", "kv", input=src)
+    assert p.returncode == 0, p.stderr
+    assert fields_of(db, "ev") == [[b"a", b"1", b"b", b"2"], [b"a", b"=1", b"b", b"c=d"], [b"x", b"", b"y", b""],
+                                   [b"a", b"1", b"b", b"2"],
+                                   [x for i in range(300) for x in (b"f%d" % i, b"%d" % i)]]
+
+
 @pytest.mark.parametrize("line,why", [
     (b"a=1 oops", '"oops" is not field=value'),
     (b"=1", '"=1" is not field=value'),
