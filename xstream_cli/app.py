@@ -90,36 +90,10 @@ def cli(ctx, db, no_sync, **modes):
 
 
 def interactive(g):
-    """A redis-cli-like prompt."""
-    from xstream_cli.splitargs import SplitError, split_line
-    s = context.open_session(g, context.resolve_mode(g.mode))
-    try:
-        import readline  # noqa: F401  (line editing and history)
-    except ImportError:
-        pass
-    prompt = "xs %s> " % os.path.basename(os.path.abspath(s.db))
-    while True:
-        try:
-            line = input(prompt)
-        except (EOFError, KeyboardInterrupt):
-            sys.stdout.write("\n")
-            return
-        try:
-            argv = split_line(os.fsencode(line))
-        except SplitError:
-            print("Invalid argument(s)")
-            continue
-        if not argv:
-            continue
-        if argv[0].lower() in (b"quit", b"exit"):
-            return
-        try:
-            r = s.execute(argv)
-        except KeyboardInterrupt:
-            print()
-            continue
-        sys.stdout.buffer.write(s.render(r))
-        sys.stdout.flush()
+    """The interactive prompt (xstream_cli.prompt: prompt_toolkit when it
+    can start, else a plain input() loop)."""
+    from xstream_cli.prompt import run
+    run(g)
 
 
 from xstream_cli.porcelain import register_all  # noqa: E402

@@ -1,0 +1,384 @@
+"""The interactive prompt (``xs`` on a terminal).
+
+With prompt_toolkit (imported here only, never on the one-shot or script
+path): persistent history in ``$XDG_STATE_HOME/xs/history`` (default
+``~/.local/state/xs/history``; the directory 0700, the file 0600), Tab
+completion of command names, subcommands, keywords from the command's
+grammar and stream, group and consumer names read from the store (a read
+transaction at most every few seconds), the grammar of the command being
+typed in the bottom toolbar, and suggestions from history.
+
+When prompt_toolkit cannot start (TERM=dumb, not installed, no usable
+terminal) the prompt falls back to a plain input() loop with readline.
+
+Both: ``help`` / ``help XADD`` (xstream_cli.help), ``quit`` / ``exit``,
+Ctrl-D exits, Ctrl-C cancels the line being typed and keeps the prompt;
+Ctrl-C during a blocked read or a long output returns to the prompt.
+"""
+import os
+import sys
+import time
+
+from xstream_cli import context
+
+NAMES_TTL = 3.0            # seconds between reads of stream / group names from the store
+MAX_STREAMS = 2000         # stream names offered (and whose groups are read)
+_LOCAL = ("HELP", "QUIT", "EXIT")
+
+
+# ------------------------------------------------------------------ history
+
+def history_path():
+    """$XDG_STATE_HOME/xs/history (an absolute XDG_STATE_HOME only, as the
+    XDG spec says), else ~/.local/state/xs/history."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "xs", "history")
+
+
+def prepare_history(path):
+    """Create the history directory (0700) and file (0600); True when the
+    file can be used.  Existing ones are tightened to those modes (the
+    history holds every value typed)."""
+    d = os.path.dirname(path)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------ one line
+
+def _help(words):
+    from xstream_cli import help as h
+    if not words:
+        return h.overview()
+    name = " ".join(words)
+    text = h.command_help(name)
+    if text is None:
+        guess = h.suggest(words[0])
+        return "no such command: %s%s" % (name, "; did you mean %s?" % guess if guess else "")
+    return text
+
+
+def handle(s, line, out):
+    """Run one typed line.  Returns False when the prompt should end."""
+    from xstream_cli.splitargs import SplitError, split_line
+    from storage.store import StoreError
+    from storage.txn import StoreFailure
+    try:
+        argv = split_line(os.fsencode(line))
+    except SplitError:
+        out.write(b"Invalid argument(s)\n")
+        out.flush()
+        return True
+    if not argv:
+        return True
+    first = argv[0].lower()
+    if first in (b"quit", b"exit"):
+        return False
+    if first == b"help":
+        text = _help([os.fsdecode(a) for a in argv[1:]])
+        out.write(text.rstrip("\n").encode("utf-8", "replace") + b"\n")
+        out.flush()
+        return True
+    try:
+        r = s.execute(argv)
+        s.output(r, out)
+    except KeyboardInterrupt:            # a blocked read or a long output: back to the prompt
+        try:
+            out.write(b"\n")
+            out.flush()
+        except OSError:
+            pass
+    except (StoreFailure, StoreError) as e:
+        out.write(("xs: %s\n" % e).encode("utf-8", "replace"))
+        out.flush()
+    return True
+
+
+# ---------------------------------------------------------------- completion
+
+class Names:
+    """Stream, group and consumer names from the store, read at most every
+    NAMES_TTL seconds (one read transaction)."""
+
+    def __init__(self, session, ttl=NAMES_TTL):
+        self.session = session
+        self.ttl = ttl
+        self.at = -1e9
+        self.streams = []
+        self.groups = {}            # stream -> [group]
+        self.consumers = {}         # (stream, group) -> (time, [consumer])
+
+    def _refresh(self):
+        now = time.monotonic()
+        if now - self.at < self.ttl:
+            return
+        self.at = now
+
+        def read(tx):
+            names = tx.stream_names()[:MAX_STREAMS]
+            return names, {n: tx.group_names(n) for n in names}
+        try:
+            self.streams, self.groups = self.session.store.run(read, write=False)
+        except Exception:           # a completion never fails the prompt
+            pass
+        self.consumers = {}
+
+    def stream_names(self):
+        self._refresh()
+        return self.streams
+
+    def group_names(self, stream=None):
+        self._refresh()
+        if stream is not None:
+            return self.groups.get(stream, [])
+        seen = []
+        for gs in self.groups.values():
+            seen += [g for g in gs if g not in seen]
+        return seen
+
+    def consumer_names(self, stream, group):
+        self._refresh()
+        key = (stream, group)
+        if key not in self.consumers:
+            try:
+                info = self.session.store.run(lambda tx: tx.consumers_info(stream, group), write=False)
+                self.consumers[key] = [c.name for c in info]
+            except Exception:
+                self.consumers[key] = []
+        return self.consumers[key]
+
+
+def _grammar_words(grammar):
+    """(positional placeholders before the first option, {KEYWORD:
+    placeholder after it}, [keywords]) from a grammar line."""
+    toks = grammar.replace("[", " [ ").replace("]", " ] ").replace("<", " < ").replace(">", " > ") \
+        .replace("|", " | ").split()
+    positional = []
+    depth = 0
+    opened = False
+    after = {}
+    keywords = []
+    prev_kw = None
+    for t in toks:
+        if t in ("[", "<"):
+            depth += 1
+            opened = True
+            prev_kw = None
+            continue
+        if t in ("]", ">"):
+            depth -= 1
+            prev_kw = None
+            continue
+        if t in ("|", "...", "=", "~", "*", "$"):
+            prev_kw = None
+            continue
+        is_kw = t.isupper() and t.replace("-", "").isalpha()
+        if is_kw:
+            if t not in keywords:
+                keywords.append(t)
+            prev_kw = t
+        else:
+            if prev_kw is not None and prev_kw not in after:
+                after[prev_kw] = t
+            prev_kw = None
+        if not opened and depth == 0:
+            positional.append(None if is_kw else t)
+    return positional, after, keywords
+
+
+def complete_words(words, current, names):
+    """Candidates for the word being typed: ``words`` are the complete
+    words before it (strings), ``current`` its beginning.  Returns a list
+    of strings."""
+    from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+    cur_up = current.upper()
+
+    def match(cands, case_of=current):
+        lower = case_of[:1].islower()
+        out = []
+        for c in cands:
+            if c.upper().startswith(cur_up):
+                out.append(c.lower() if lower and c.isupper() else c)
+        return out
+
+    if not words:
+        return match(sorted([n.decode() for n in list(COMMANDS) + list(SUBCOMMANDS)] + ["HELP", "QUIT", "EXIT"]))
+    name = words[0].upper()
+    if name == "HELP":
+        if len(words) == 1:
+            return match(sorted(n.decode() for n in list(COMMANDS) + list(SUBCOMMANDS)))
+        subs = SUBCOMMANDS.get(words[1].upper().encode())
+        return match(sorted(n.decode() for n in subs)) if subs and len(words) == 2 else []
+    subs = SUBCOMMANDS.get(name.encode())
+    if subs is not None:
+        if len(words) == 1:
+            return match(sorted(n.decode() for n in subs))
+        cmd = subs.get(words[1].upper().encode())
+        base = 2
+    else:
+        cmd = COMMANDS.get(name.encode())
+        base = 1
+    if cmd is None:
+        return []
+    grammar_toks = cmd.grammar.split()[base:]
+    positional, after, keywords = _grammar_words(" ".join(grammar_toks))
+    args = words[base:]
+    upper = [a.upper() for a in args]
+    placeholder = None
+    if "STREAMS" in upper:
+        placeholder = "key"                      # keys (then IDs) after STREAMS
+    elif args and upper[-1] in after:
+        placeholder = after[upper[-1]]
+    elif len(args) < len(positional):
+        placeholder = positional[len(args)]
+    cands = []
+    enc = os.fsencode
+    dec = os.fsdecode
+    key = enc(args[0]) if positional[:1] == ["key"] and args else None
+    if placeholder in ("key", "newkey"):
+        cands = [dec(n) for n in names.stream_names()]
+    elif placeholder == "group":
+        if key is None and "STREAMS" in upper:
+            key = enc(args[upper.index("STREAMS") + 1]) if upper.index("STREAMS") + 1 < len(args) else None
+        cands = [dec(n) for n in names.group_names(key)]
+    elif placeholder == "consumer":
+        if name == "XREADGROUP" and len(args) >= 2:
+            group = enc(args[1])
+            streams = names.stream_names()
+            out = []
+            for st in streams:
+                if group in names.group_names(st):
+                    out += [dec(c) for c in names.consumer_names(st, group) if dec(c) not in out]
+            cands = out
+        elif key is not None and len(args) >= 2:
+            cands = [dec(c) for c in names.consumer_names(key, enc(args[1]))]
+    result = [c for c in cands if c.startswith(current)]
+    if placeholder is None or current:
+        result += match([k for k in keywords if k not in upper])
+    return result
+
+
+def hint(text):
+    """The grammar of the command being typed (for the bottom toolbar)."""
+    from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+    words = text.split()
+    if not words:
+        return "help [COMMAND]   Tab completes   Ctrl-C cancels the line   Ctrl-D or quit exits"
+    name = words[0].upper().encode("utf-8", "replace")
+    if name == b"HELP":
+        return "help [COMMAND]: the command list, or one command's grammar, summary and examples"
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        subs = SUBCOMMANDS.get(name)
+        if subs is None:
+            return ""
+        if len(words) > 1 or text.endswith(" "):
+            cmd = subs.get(words[1].upper().encode("utf-8", "replace")) if len(words) > 1 else None
+        if cmd is None:
+            return "%s %s" % (name.decode(), " | ".join(sorted(n.decode() for n in subs)))
+    return cmd.grammar
+
+
+# ------------------------------------------------------------------ prompts
+
+def _prompt_text(s):
+    return "xs %s> " % os.path.basename(os.path.abspath(s.db))
+
+
+def run(g):
+    """The prompt on the store ``g`` names, until Ctrl-D / quit / exit."""
+    s = context.open_session(g, context.resolve_mode(g.mode))
+    if os.environ.get("TERM", "") != "dumb" and sys.stdout.isatty():
+        try:
+            ps = _toolkit_session(s)
+        except Exception:                    # no prompt_toolkit, a terminal it cannot drive
+            ps = None
+        if ps is not None:
+            return _toolkit_loop(s, ps)
+    return _plain_loop(s)
+
+
+def _toolkit_session(s):
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+    from prompt_toolkit.completion import Completer, Completion
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    names = Names(s)
+
+    class XsCompleter(Completer):
+        def get_completions(self, document, complete_event):
+            text = document.text_before_cursor
+            words = text.split()
+            current = ""
+            if words and not text[-1:].isspace():
+                current = words.pop()
+            try:
+                cands = complete_words(words, current, names)
+            except Exception:
+                return
+            for c in cands:
+                yield Completion(c, start_position=-len(current))
+
+    path = history_path()
+    if prepare_history(path):
+        history = FileHistory(path)
+    else:
+        sys.stderr.write("xs: history not kept (cannot write %s)\n" % path)
+        history = InMemoryHistory()
+
+    def toolbar():
+        from prompt_toolkit.application.current import get_app
+        try:
+            return hint(get_app().current_buffer.document.text_before_cursor)
+        except Exception:
+            return ""
+    return PromptSession(history=history, completer=XsCompleter(), complete_while_typing=False,
+                         auto_suggest=AutoSuggestFromHistory(), bottom_toolbar=toolbar,
+                         enable_history_search=False)
+
+
+def _toolkit_loop(s, ps):
+    out = sys.stdout.buffer
+    text = _prompt_text(s)
+    while True:
+        try:
+            line = ps.prompt(text)
+        except KeyboardInterrupt:            # Ctrl-C: the line is dropped, the prompt stays
+            continue
+        except EOFError:                     # Ctrl-D
+            return
+        if not handle(s, line, out):
+            return
+
+
+def _plain_loop(s):
+    """input() with readline: TERM=dumb, or prompt_toolkit unavailable."""
+    try:
+        import readline  # noqa: F401  (line editing and history)
+    except ImportError:
+        pass
+    out = sys.stdout.buffer
+    text = _prompt_text(s)
+    while True:
+        try:
+            line = input(text)
+        except KeyboardInterrupt:
+            sys.stdout.write("\n")
+            continue
+        except EOFError:
+            sys.stdout.write("\n")
+            return
+        if not handle(s, line, out):
+            return
