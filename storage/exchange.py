@@ -503,6 +503,8 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
     run = _Batch(store, skip_existing, st)
     items = run.items
     kv_fast = fmt == "kv" and idf is None
+    js_fast = fmt == "jsonl" and idf is None
+    decode = _JSON.decode
     n = 0
     for n, line in enumerate(lines, 1):
         if type(line) is not bytes:
@@ -528,6 +530,21 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
                 text = None
             if text is not None:
                 items.append(("auto", n, stream, text))
+                if len(items) >= batch:
+                    run.commit()
+                    items = run.items
+                    if progress is not None:
+                        progress("import", n, None)
+                continue
+        if js_fast:
+            try:
+                obj = decode(line.decode("utf-8", "surrogateescape"))
+                # strings and numbers only (a _Num is its text): the text form
+                joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
+            except (ValueError, TypeError, RecursionError):
+                joined = None
+            if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
+                items.append(("auto", n, stream, joined.encode("utf-8", "surrogateescape")))
                 if len(items) >= batch:
                     run.commit()
                     items = run.items

@@ -59,6 +59,15 @@ def test_jsonl_members_become_fields_in_order_with_duplicates_and_values_as_docu
                                     b"text", "München".encode(), b"raw", b"\xff\xfe"]]
 
 
+def test_jsonl_strings_with_newlines_and_plain_objects_round_trip(tmp_path):
+    db = tmp_path / "db"
+    src = b'{"a":"x\\ny","b":"1"}\n{"k":"v","n":12}\n  {"s p":"t\\u00fcr"}  \r\n'
+    p = xs(db, "import", "--stream", "ev", input=src)
+    assert p.returncode == 0, p.stderr
+    assert fields_of(db, "ev") == [[b"a", b"x\ny", b"b", b"1"], [b"k", b"v", b"n", b"12"],
+                                   [b"s p", "t\u00fcr".encode()]]
+
+
 @pytest.mark.parametrize("line,why", [
     (b'{"a":null}', 'field "a" is null'),
     (b'[1,2]', "not a JSON object"),
