@@ -8,6 +8,7 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -229,6 +230,22 @@ def test_repeat_and_interval(tmp_path):
     assert xs(["-r", "2", "XLEN", "s"], db).stdout == b"3\n3\n"
     p = xs(["-r", "2", "XRANGE", "s", "bad", "+"], db)
     assert p.returncode == 1 and p.stderr.count(b"ERR") == 2
+
+
+def test_repeat_forever_ends_on_ctrl_c_with_130(tmp_path):
+    e = dict(os.environ)
+    e.pop("XS_DB", None)
+    p = subprocess.Popen(XS + ["--db", str(tmp_path / "db"), "-r", "-1", "-i", "0.02", "XLEN", "s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 30
+    out = b""
+    while out.count(b"\n") < 3 and time.monotonic() < deadline:
+        out += os.read(p.stdout.fileno(), 4096)
+    p.send_signal(signal.SIGINT)
+    rest, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err == b""
+    assert set((out + rest).split(b"\n")) == {b"0", b""}
 
 
 @pytest.mark.parametrize("args", [["-r", "0", "XLEN", "s"], ["-r", "x", "XLEN", "s"], ["-r"],
