@@ -188,8 +188,8 @@ DOCS = {
          "XACKDEL events workers ACKED IDS 2 1700000000000-0 1700000000001-0"]),
     "XNACK": (
         "Give pending entries back to the group without acknowledging them, so another "
-        "consumer gets them at once. SILENT undoes the delivery count, FAIL keeps it, FATAL "
-        "marks the entries as not to be retried; RETRYCOUNT sets the count.",
+        "consumer gets them at once. SILENT takes one off their delivery count, FAIL keeps "
+        "it, FATAL sets it to the maximum (failed for good); RETRYCOUNT sets it exactly.",
         "8.8.0", "O(1) per ID.",
         ["XNACK events workers FAIL IDS 1 1700000000000-0",
          "XNACK events workers SILENT IDS 2 1700000000000-0 1700000000001-0"]),
