@@ -481,6 +481,8 @@ class _EntryFormat:
             self.cont = " " * (indent + 4)
             self.own_line = True
         self.avail = max(w.width - len(self.cont), 8)
+        # narrower still: the time goes under the ID
+        self.split_head = self.own_line and time_w and indent + id_w + 2 + time_w > w.width
         self.pad_b = self.pad.encode()
         self.cont_b = self.cont.encode()
         self.b_id, self.b_time, self.b_name, self.b_off = (x.encode() for x in (w.st.id, w.st.time, w.st.name,
@@ -507,7 +509,7 @@ class _EntryFormat:
                     else:
                         head = b"%s%s%s%s%s  " % (self.pad_b, self.b_id, i, self.b_off, b" " * (self.id_w - len(i)))
                     if self.own_line:
-                        self.w.line_bytes(head.rstrip())
+                        self.w.line_bytes(self._own_head(i).encode())
                         head = self.cont_b
                     nm = self.b_name
                     off = self.b_off
@@ -540,12 +542,12 @@ class _EntryFormat:
         line = self.w.line
         avail = self.avail
         cur = head if not self.own_line else None
-        used = 0
+        used = -2                 # the head and its separator take the indentation's width
         if self.own_line:
-            line(head.rstrip())
+            line(self._own_head(i))
         for it in items:
             width = it[-1]
-            if cur is not None and used and used + 2 + width > avail:
+            if cur is not None and used > 0 and used + 2 + width > avail:
                 line(cur)
                 cur = None
             if cur is None:
@@ -560,6 +562,8 @@ class _EntryFormat:
                 continue
             # longer than a line: broken over several, nothing cut
             pieces = _break(it, avail - used, avail)
+            if len(it) == 3 and st.name and pieces[0].startswith(it[0] + "="):
+                pieces[0] = st.name + it[0] + st.off + pieces[0][len(it[0]):]
             for p in pieces[:-1]:
                 line(cur + p)
                 cur = self.cont
@@ -568,13 +572,20 @@ class _EntryFormat:
         if cur is not None:
             line(cur)
 
+    def _own_head(self, i):
+        """The ID line of a narrow terminal: ID and time, or the time
+        under the ID when both do not fit."""
+        st = self.st
+        ts = id_time(i) if self.time_w else ""
+        head = self.pad + st.id + i.decode("ascii", "replace") + st.off
+        if ts:
+            head += ("\n" + self.cont if self.split_head else "  ") + st.time + ts + st.off
+        return head
+
     def _item(self, it):
         if len(it) == 2:
             return it[0]
         return self.st.name + it[0] + self.st.off + "=" + it[1]
-
-    def _hl(self, s):
-        return s
 
 
 def _strip(s):
@@ -582,9 +593,9 @@ def _strip(s):
 
 
 def _break(it, first, avail):
-    """Split an item too long for a line into pieces (the first ``first``
-    columns wide, the rest ``avail``); the field name keeps its colour
-    when it fits in the first piece."""
+    """Split an item too long for a line into plain-text pieces (the
+    first ``first`` columns wide, the rest ``avail``), at a space when
+    there is one late enough in a piece."""
     if len(it) == 2:
         text, name_len = _strip(it[0]), 0
     else:
@@ -596,9 +607,15 @@ def _break(it, first, avail):
     for ch in text:
         w = 1 if ch.isascii() else cells(ch)
         if used + w > room and cur:
-            pieces.append("".join(cur))
-            cur = []
-            used = 0
+            # at a space in the second half of the piece if there is one
+            cut = len(cur)
+            for j in range(len(cur) - 1, len(cur) // 2, -1):
+                if cur[j] == " ":
+                    cut = j + 1
+                    break
+            pieces.append("".join(cur[:cut]))
+            cur = cur[cut:]
+            used = cells("".join(cur))
             room = avail
         cur.append(ch)
         used += w
