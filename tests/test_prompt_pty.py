@@ -325,6 +325,25 @@ def test_ctrl_c_during_pretty_output_exits_130_without_traceback(big_db):
     assert t.text().count(b"\n") < N_BIG
 
 
+def test_ctrl_c_during_pretty_output_at_the_prompt_returns_to_it(big_db, term_env):
+    t = prompt(big_db, term_env)
+    try:
+        t.expect(PROMPT)
+        t.send(b"XRANGE big - +\r")
+        t.expect(rb"user=alice1 ", timeout=60)
+        t.send(b"\x03")
+        t.expect(PROMPT, timeout=60)
+        t.send(b"XLEN big\r")
+        t.expect(rb"\n200000\r?\n", timeout=60)
+        t.expect(PROMPT)
+        t.send(b"\x04")
+        assert t.wait(timeout=60) == 0
+    finally:
+        t.close()
+    assert b"Traceback" not in t.text()
+    assert b"user=alice200000 " not in t.text()        # the output stopped
+
+
 EVIL = r'"\x1b]0;owned\x07\x1b[2J\x1b[31mred\xc2\x9b\x7f\xff M\xc3\xbcnchen \xe6\x97\xa5\xe6\x9c\xac"'
 
 
