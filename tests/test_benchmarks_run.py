@@ -23,6 +23,7 @@ CASES = [
     pytest.param("bench_block_latency.py", ["-n", "5", "--gap", "2"], "xreadgroup", id="block_latency"),
     pytest.param("bench_reader_during_ingest.py", ["--lines", "3000", "--reads", "2"], "xs/redis during",
                  marks=needs_redis, id="reader_during_ingest"),
+    pytest.param("bench_serve.py", ["-n", "200", "-c", "4"], "xs/r", marks=needs_redis, id="serve"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
                  marks=needs_redis, id="worker_loop"),
 ]

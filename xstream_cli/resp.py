@@ -80,67 +80,81 @@ class RequestParser:
         if len(buf) - self.pos < self.need:
             return out
         self.need = 0
+        data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
+        pos = 0
+        end = len(data)
+        find = data.find
         try:
-            while self.pos < len(buf):
-                if self._argv is None:
-                    if buf[self.pos] == 42:            # '*'
-                        nl = buf.find(b"\r\n", self.pos)
-                        if nl < 0:
-                            if len(buf) - self.pos > MAX_INLINE:
-                                raise ProtocolError("Protocol error: too big mbulk count string")
-                            break
-                        try:
-                            n = int(buf[self.pos + 1:nl])
-                        except ValueError:
-                            raise ProtocolError("Protocol error: invalid multibulk length")
-                        if n > MAX_MULTIBULK:
-                            raise ProtocolError("Protocol error: invalid multibulk length")
-                        self.pos = nl + 2
-                        if n <= 0:
-                            continue
-                        self._argv = []
-                        self._left = n
-                    else:
-                        argv = self._inline()
-                        if argv is None:
-                            break
-                        if argv:
-                            out.append(argv)
-                        continue
-                # arguments of a multibulk
+            while pos < end:
                 argv = self._argv
-                while self._left:
-                    if self.pos >= len(buf):
-                        break
-                    if buf[self.pos] != 36:              # '$'
-                        raise ProtocolError("Protocol error: expected '$', got '%s'"
-                                            % chr(buf[self.pos]))
-                    nl = buf.find(b"\r\n", self.pos)
+                if argv is None:
+                    if data[pos] != 42:                # not '*': an inline command
+                        self.pos += pos
+                        pos = 0
+                        line = self._inline()
+                        if line is None:
+                            break
+                        data = bytes(memoryview(buf)[self.pos:])
+                        end = len(data)
+                        find = data.find
+                        if line:
+                            out.append(line)
+                        continue
+                    nl = find(b"\r\n", pos)
                     if nl < 0:
-                        if len(buf) - self.pos > MAX_INLINE:
+                        if end - pos > MAX_INLINE:
+                            raise ProtocolError("Protocol error: too big mbulk count string")
+                        break
+                    try:
+                        n = int(data[pos + 1:nl])
+                    except ValueError:
+                        raise ProtocolError("Protocol error: invalid multibulk length")
+                    if n > MAX_MULTIBULK:
+                        raise ProtocolError("Protocol error: invalid multibulk length")
+                    pos = nl + 2
+                    if n <= 0:
+                        continue
+                    argv = self._argv = []
+                    self._left = n
+                left = self._left
+                app = argv.append
+                max_bulk = self.max_bulk
+                while left:
+                    if pos >= end:
+                        break
+                    if data[pos] != 36:                # '$'
+                        raise ProtocolError("Protocol error: expected '$', got '%s'" % chr(data[pos]))
+                    nl = find(b"\r\n", pos)
+                    if nl < 0:
+                        if end - pos > MAX_INLINE:
                             raise ProtocolError("Protocol error: too big bulk count string")
                         break
                     try:
-                        ln = int(buf[self.pos + 1:nl])
+                        ln = int(data[pos + 1:nl])
                     except ValueError:
                         raise ProtocolError("Protocol error: invalid bulk length")
-                    if ln < 0 or ln > self.max_bulk:
+                    if ln < 0 or ln > max_bulk:
                         raise ProtocolError("Protocol error: invalid bulk length")
-                    end = nl + 2 + ln
-                    if len(buf) < end + 2:
-                        self.need = end + 2 - self.pos
+                    stop = nl + 2 + ln
+                    if end < stop + 2:
+                        self.need = stop + 2 - pos
                         break
-                    argv.append(bytes(buf[nl + 2:end]))
-                    self.pos = end + 2
-                    self._left -= 1
-                if self._left:
+                    app(data[nl + 2:stop])
+                    pos = stop + 2
+                    left -= 1
+                self._left = left
+                if left:
                     break
                 out.append(argv)
                 self._argv = None
         except ProtocolError as e:
             self.broken = True
             out.append(e)
-        if self.pos > 65536 and self.pos > len(buf) // 2:
+        self.pos += pos
+        if self.pos == len(buf):
+            buf.clear()
+            self.pos = 0
+        elif self.pos > 65536 and self.pos > len(buf) // 2:
             del buf[:self.pos]
             self.pos = 0
         return out

@@ -220,6 +220,7 @@ class Server:
         from concurrent.futures import ThreadPoolExecutor
         self.loop = asyncio.get_running_loop()
         self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
+        self.engine.deliver = self._deliver
         self.engine.start()
         c = self.config
         if c.unixsocket:
@@ -420,6 +421,9 @@ class Server:
     def _item(self, argv):
         """An engine Item for a command of the table (its parse error as
         the reply when it does not parse)."""
+        na = len(argv)
+        if na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+            return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
         try:
             cmd = lookup(argv)
             return Item(cmd=cmd, args=cmd.parse(argv))
@@ -449,13 +453,14 @@ class Server:
             items = items[i + 1:]
 
     def _run(self, items, exec_=False, watched=None):
+        """Hand ``items`` to the engine; a future of (replies, blocked)."""
         fut = self.loop.create_future()
-        loop = self.loop
-
-        def done(replies, blocked):
-            loop.call_soon_threadsafe(_resolve, fut, (replies, blocked))
-        self.engine.submit(Job(items, done, exec_, watched))
+        self.engine.submit(Job(items, fut, exec_, watched))
         return fut
+
+    def _deliver(self, done):
+        """(engine thread) Resolve a batch's futures in one loop wake-up."""
+        self.loop.call_soon_threadsafe(_resolve_all, done)
 
     async def _block(self, c, cmd, args, w):
         """Wait for a blocked read in the blocking pool; meanwhile keep
@@ -505,15 +510,19 @@ class Server:
         return Status("QUEUED")
 
 
+_XADD = COMMANDS[b"XADD"]
+
+
 def _encode(r, proto, array_null=False):
     if type(r) is _Raw:
         return r.data
     return encode(r, proto, array_null)
 
 
-def _resolve(fut, value):
-    if not fut.done():
-        fut.set_result(value)
+def _resolve_all(done):
+    for fut, value in done:
+        if not fut.done():
+            fut.set_result(value)
 
 
 # =================================================================== commands

@@ -37,6 +37,7 @@ import threading
 from storage import errors
 from storage.blocking import notify
 from storage.errors import RedisError
+from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.session import Session, waits
 
@@ -69,20 +70,22 @@ class Item:
     """One command of a job: a reply already known (a parse error), an
     engine command (``cmd``, ``args``) or a function of the transaction
     (``fn``, for FLUSHDB, DBSIZE, INFO keyspace ...)."""
-    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null")
+    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add")
 
-    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False):
+    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False, plain_add=None):
         self.reply = reply
         self.cmd = cmd
         self.args = args
         self.fn = fn
+        self.plain_add = plain_add   # (key, fields) of a plain "XADD key * f v ...": added in runs
         self.write = write if cmd is None else cmd.write
         self.array_null = cmd is not None and cmd.blocking   # XREAD / XREADGROUP: null arrays in RESP2
 
 
 class Job:
     """Commands of one client run in order; ``done(replies, blocked)``
-    is called (in the engine thread) after the commit: ``replies`` for
+    is called after the commit (in the engine thread, or through
+    ``Engine.deliver``): ``replies`` for
     the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
     item that must wait (the items after it did not run), or None."""
     __slots__ = ("items", "done", "exec_", "watched", "write")
@@ -109,6 +112,7 @@ class Engine:
         self._waits_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
         self._stopping = False
+        self.deliver = None          # fn([(done, (replies, blocked)), ...]) called once per batch, or None
 
     def start(self):
         self._thread.start()
@@ -147,8 +151,7 @@ class Engine:
     def _run_batch(self, batch):
         write = any(j.write for j in batch)
         try:
-            results = self.store.run(lambda tx: [self._run_job(tx, j) for j in batch],
-                                     write=write, savepoints=write)
+            results = self.store.run(lambda tx: _BatchRun(tx).run(batch), write=write, savepoints=write)
         except (StoreFailure, Aborted, Retry) as e:
             log.error("transaction failed: %s", e)
             err = RedisError("ERR %s" % (e,))
@@ -159,43 +162,16 @@ class Engine:
             results = [([err for _ in j.items], None) for j in batch]
         if write:
             self.commits += 1
-        for j, (replies, blocked) in zip(batch, results):
+        for replies, blocked in results:
             self.commands_processed += len(replies or ()) + (blocked is not None)
-            try:
-                j.done(replies, blocked)
-            except Exception:
-                log.exception("answering a client failed")
-
-    def _run_job(self, tx, job):
-        replies = []
-        if job.exec_ and job.watched:
-            now = tx.change_counters(list(job.watched))
-            if list(job.watched.values()) != list(now):
-                return None, None            # EXEC answers null
-        for i, it in enumerate(job.items):
-            if it.reply is not None:
-                replies.append(it.reply)
-                continue
-            try:
-                if it.fn is not None:
-                    r = it.fn(tx)
-                else:
-                    cmd = it.cmd
-                    a = cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
-                    r = cmd.run(tx, *a)
-                    if r is None and not job.exec_:
-                        w = waits(cmd, a)
-                        if w is not None:
-                            return replies, (i, cmd, a, w)
-            except RedisError as e:
-                r = e
-            except _FATAL:
-                raise
-            except Exception as e:     # a bug: its savepoint was rolled back
-                log.exception("command failed")
-                r = errors.internal(e)
-            replies.append(r)
-        return replies, None
+        try:
+            if self.deliver is not None:       # one wake-up of the event loop for the whole batch
+                self.deliver([(j.done, r) for j, r in zip(batch, results)])
+            else:
+                for j, (replies, blocked) in zip(batch, results):
+                    j.done(replies, blocked)
+        except Exception:
+            log.exception("answering the clients failed")
 
     # ------------------------------------------------------------ blocking
 
@@ -226,6 +202,85 @@ class Engine:
             calls = list(self._waits)
         for c in calls:
             c.cancel()
+
+
+class _BatchRun:
+    """The jobs of one group commit, run in the transaction ``tx``.
+
+    Runs of plain ``XADD key * field value ...`` (the bulk of a producer
+    load), even across jobs, are added with one engine call
+    (``Txn.add_auto_many``, as script mode does); their replies are
+    filled in when the run is flushed, which happens before any other
+    command runs, so every command sees the writes before it."""
+
+    def __init__(self, tx):
+        self.tx = tx
+        self.run_items = []          # (replies list, index, (key, fields)) of the pending run
+
+    def run(self, batch):
+        out = [self._job(j) for j in batch]
+        self._flush()
+        return out
+
+    def _flush(self):
+        run = self.run_items
+        if not run:
+            return
+        self.run_items = []
+        try:
+            ids = self.tx.add_auto_many([x[2] for x in run])
+        except RedisError:
+            ids = None
+        if ids is not None:
+            for (replies, i, _), r in zip(run, ids):
+                replies[i] = r
+            return
+        for replies, i, (key, fields) in run:     # one by one, each all or nothing
+            try:
+                replies[i] = b"%d-%d" % self.tx.add(key, fields, _AUTO)
+            except RedisError as e:
+                replies[i] = e
+
+    def _job(self, job):
+        tx = self.tx
+        replies = []
+        if job.exec_ and job.watched:
+            self._flush()
+            now = tx.change_counters(list(job.watched))
+            if list(job.watched.values()) != list(now):
+                return None, None            # EXEC answers null
+        for i, it in enumerate(job.items):
+            if it.reply is not None:
+                replies.append(it.reply)
+                continue
+            if it.plain_add is not None:
+                replies.append(None)
+                self.run_items.append((replies, i, it.plain_add))
+                continue
+            self._flush()
+            try:
+                if it.fn is not None:
+                    r = it.fn(tx)
+                else:
+                    cmd = it.cmd
+                    a = cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
+                    r = cmd.run(tx, *a)
+                    if r is None and not job.exec_:
+                        w = waits(cmd, a)
+                        if w is not None:
+                            return replies, (i, cmd, a, w)
+            except RedisError as e:
+                r = e
+            except _FATAL:
+                raise
+            except Exception as e:     # a bug: its savepoint was rolled back
+                log.exception("command failed")
+                r = errors.internal(e)
+            replies.append(r)
+        return replies, None
+
+
+_AUTO = AddOptions()
 
 
 class _BlockCall(Session):
