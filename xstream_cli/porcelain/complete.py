@@ -103,7 +103,8 @@ def completion(shell):
       fish:  xs completion fish > ~/.config/fish/completions/xs.fish
 
     Stream, group and consumer names are read from the store named by
-    --db or XS_DB on the command line being completed.
+    --db on the command line being completed, else from xs's default
+    store (xs _complete reads the environment as every xs command does).
     """
     text = script(shell)
     try:
@@ -339,7 +340,7 @@ def bash_script(model):
           "",
           "_xs() {",
           '    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}',
-          '    local i=1 db=${XS_DB:-} cmd="" cmdi=0 w',
+          '    local i=1 db="" cmd="" cmdi=0 w',
           "    COMPREPLY=()",
           "    while (( i < COMP_CWORD )); do",
           '        w=${COMP_WORDS[i]}',
@@ -463,7 +464,7 @@ def zsh_script(model):
           "  opts=(%s)" % " ".join(opts),
           "  redis=(%s)" % " ".join(redis),
           "  porcelain=(%s)" % " ".join(porcelain),
-          '  local i=2 db=${XS_DB:-} cmd= cmdi=0 cur=${words[CURRENT]} prev=${words[CURRENT-1]}',
+          '  local i=2 db= cmd= cmdi=0 cur=${words[CURRENT]} prev=${words[CURRENT-1]}',
           '  while (( i < CURRENT )); do',
           '    case ${words[i]} in',
           '      (--db) db=${words[i+1]}; (( i += 2 )); continue ;;',
@@ -554,7 +555,7 @@ def fish_script(model):
           "function __xs_args",
           "    set -l words (commandline -opc)",
           "    set -l cur (commandline -ct)",
-          "    set -l db $XS_DB",
+          "    set -l db ''",
           "    set -l cmd ''",
           "    set -l cmdi 0",
           "    set -l i 2",
