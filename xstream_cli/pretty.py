@@ -195,7 +195,7 @@ class Writer:
             if len(first) >= FIRST_CHUNK:
                 break
         if not first:
-            self.line(" " * indent + self.st.dim + "(no entries)" + self.st.off)
+            self.line(" " * indent + self.st.dim + "(empty)" + self.st.off)
             return
         id_w = max(len(e[0]) for e in first)
         time_w = 24 if any(id_time(e[0]) for e in first) else 0

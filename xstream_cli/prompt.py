@@ -359,6 +359,9 @@ def _toolkit_loop(s, ps):
             continue
         except EOFError:                     # Ctrl-D
             return
+        except Exception as e:               # the terminal cannot be driven after all
+            sys.stderr.write("xs: line editing unavailable (%s); using a plain prompt\n" % e)
+            return _plain_loop(s)
         if not handle(s, line, out):
             return
 
