@@ -560,3 +560,29 @@ def test_kill_9_loses_no_acknowledged_write(served):
     ids = set(l for l in p.stdout.split(b"\n") if b"-" in l)
     missing = [a for a in acked if a not in ids]
     assert not missing, "%d acknowledged writes lost" % len(missing)
+
+
+def test_a_client_that_reads_nothing_is_cut_at_the_output_limit_and_stalls_nobody(served):
+    r = served.client()
+    assert r.config_set("client-output-buffer-limit", "normal 1mb 0 0")
+    p = r.pipeline(transaction=False)
+    for i in range(300):
+        p.xadd("big", {"v": "x" * 1000})
+    p.execute()
+    slow = socket.create_connection(("127.0.0.1", served.port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.sendall(b"XRANGE big - +\r\n" * 200)          # ~60 MB of replies, never read
+    start = time.monotonic()
+    for _ in range(20):
+        assert r.xlen("big") == 300                      # others are served meanwhile
+    assert time.monotonic() - start < 5
+    deadline = time.monotonic() + 10
+    while any(c.get("id") and c["cmd"] == "xrange" for c in r.client_list()):
+        assert time.monotonic() < deadline, "the slow client was not disconnected"
+        time.sleep(0.05)
+    err = b""
+    served.proc.send_signal(signal.SIGTERM)
+    served.proc.wait(15)
+    err = served.proc.stderr.read()
+    assert b"output buffer over 1048576 bytes" in err
+    slow.close()

@@ -92,7 +92,7 @@ class Config:
             "proto-max-bulk-len": (lambda: str(self.max_bulk), self._set_int("max_bulk", 1 << 20)),
             "client-output-buffer-limit": (
                 lambda: "normal %d %d 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
-                % (self.output_limit, self.output_limit), None),
+                % (self.output_limit, self.output_limit), self._set_output_limit),
             "databases": (lambda: "1", None),
             "appendonly": (lambda: "yes", None),
             "appendfsync": (lambda: "always" if self.durable else "no", None),
@@ -123,6 +123,23 @@ class Config:
             setattr(self, attr, n)
         return set_
 
+    def _set_output_limit(self, v):
+        """``normal <hard> <soft> <seconds>`` (other classes accepted and
+        ignored: xs serve has no replicas or pub/sub); the hard limit is
+        the one applied (bytes, or with kb/mb/gb)."""
+        words = v.split()
+        if len(words) % 4 or not words:
+            raise ValueError("Wrong number of arguments in buffer limit configuration.")
+        for i in range(0, len(words), 4):
+            cls = words[i].lower()
+            if cls not in ("normal", "slave", "replica", "pubsub"):
+                raise ValueError("Invalid client class specified in buffer limit configuration.")
+            hard = _memory(words[i + 1])
+            if hard is None or _memory(words[i + 2]) is None or not words[i + 3].isdigit():
+                raise ValueError("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+            if cls == "normal":
+                self.output_limit = hard or (1 << 62)
+
     @staticmethod
     def _fixed(value):
         def set_(v):
@@ -130,6 +147,19 @@ class Config:
                 raise ValueError("xs stores streams in nodes of fixed size (entries %s); it cannot be changed"
                                  % value)
         return set_
+
+
+def _memory(word):
+    """Redis's memory units: 100, 10kb, 5mb, 1gb (None if not one)."""
+    w = word.lower()
+    for unit, mult in (("kb", 1024), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1000), ("m", 10 ** 6),
+                       ("g", 10 ** 9), ("b", 1)):
+        if w.endswith(unit):
+            w, m = w[:-len(unit)], mult
+            break
+    else:
+        m = 1
+    return int(w) * m if w.isdigit() else None
 
 
 class Client:
@@ -331,9 +361,6 @@ class Server:
                 await self._dispatch(c, c.parser.commands())
                 if c.closing:
                     break
-                if c._out_size() > cfg.output_limit:
-                    log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, addr, cfg.output_limit)
-                    break
                 await writer.drain()
         except (ConnectionError, OSError) as e:
             log.debug("client %d: %s", c.id, e)
@@ -372,8 +399,16 @@ class Server:
                 c.read_task = None
 
     def _send(self, c, data):
-        if not c.writer.is_closing():
-            c.writer.write(data)
+        """Queue replies for ``c``; a client whose unsent replies pass the
+        output limit is disconnected at once (its replies dropped), as
+        Redis does with client-output-buffer-limit."""
+        if c.writer.is_closing():
+            return
+        c.writer.write(data)
+        if c._out_size() > self.config.output_limit:
+            log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
+            c.closing = True
+            c.writer.transport.abort()
 
     # ------------------------------------------------------------- commands
 
