@@ -485,10 +485,11 @@ def _parse_xs(line, _id_field):
 
 def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existing=False, batch=BATCH,
                  progress=None, split=None):
-    """Import the lines of ``lines`` (an iterable of bytes lines, as a
-    binary file gives them; text lines are taken too) in the format
-    ``fmt`` (FORMATS; jsonl and kv need ``stream``, a bytes name; kv
-    needs ``split``, the word splitter); returns ImportStats.  Raises
+    """Import the lines of ``lines`` -- a binary file (read as it comes:
+    what a pipe has delivered is committed before waiting for more) or
+    an iterable of lines (bytes or text) -- in the format ``fmt``
+    (FORMATS; jsonl and kv need ``stream``, a bytes name; kv needs
+    ``split``, the word splitter); returns ImportStats.  Raises
     ImportFailed."""
     if fmt not in FORMATS:
         raise ExchangeError("unknown format %s (formats: %s)" % (_snippet(fmt), ", ".join(FORMATS)))
@@ -505,79 +506,123 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
     kv_fast = fmt == "kv" and idf is None
     js_fast = fmt == "jsonl" and idf is None
     decode = _JSON.decode
+    seps, not_sep, slow = _KV_SEPS, _KV_NOT_SEP, _KV_SLOW.search
     n = 0
-    for n, line in enumerate(lines, 1):
-        if type(line) is not bytes:
-            line = line.encode("utf-8", "surrogateescape")
-        st.bytes += len(line)
-        if line[-1:] == b"\n":
-            line = line[:-1]
-            if line[-1:] == b"\r" and fmt != "kv":
-                line = line[:-1]                  # a CRLF line of JSON
-        if kv_fast and not _KV_SLOW.search(line):
-            # no quotes, NULs, VT or FF: words split at white space, and
-            # the entry in its text form (fields joined by newlines)
-            words = line.split()
-            joined = b"\n".join(words)
-            k = len(words)
-            if 0 < k < _KV_ONE and joined.translate(None, _KV_NOT_SEP) == _KV_SEPS[k] and joined[:1] != b"=" \
-                    and b"\n=" not in joined:
-                # each word holds exactly one "=" and starts with a field name
-                text = joined.replace(b"=", b"\n")
-            elif k and _plain_kv(words):
-                text = b"\n".join([w.replace(b"=", b"\n", 1) for w in words])
-            else:
-                text = None
-            if text is not None:
-                items.append(("auto", n, stream, text))
-                if len(items) >= batch:
-                    run.commit()
-                    items = run.items
-                    if progress is not None:
-                        progress("import", n, None)
+    nbytes = 0
+    for block, size in _blocks(lines, run):
+        nbytes += size
+        plain = kv_fast and not slow(b"\n".join(block))
+        for line in block:
+            n += 1
+            if len(items) >= batch:
+                run.commit()
+                if progress is not None:
+                    progress("import", n - 1, None)
+            if plain or (kv_fast and not slow(line)):
+                # no quotes, NULs, VT or FF: words split at white space, and
+                # the entry in its text form (fields joined by newlines)
+                words = line.split()
+                joined = b"\n".join(words)
+                k = len(words)
+                if 0 < k < _KV_ONE and joined.translate(None, not_sep) == seps[k] and joined[:1] != b"=" \
+                        and b"\n=" not in joined:
+                    # each word holds exactly one "=" and starts with a field name
+                    items.append(("auto", n, stream, joined.replace(b"=", b"\n")))
+                    continue
+                if k and _plain_kv(words):
+                    items.append(("auto", n, stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
+                    continue
+            elif js_fast:
+                try:
+                    obj = decode(line.decode("utf-8", "surrogateescape"))
+                    # strings and numbers only (a _Num is its text): the text form
+                    joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
+                except (ValueError, TypeError, RecursionError):
+                    joined = None
+                if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
+                    items.append(("auto", n, stream, joined.encode("utf-8", "surrogateescape")))
+                    continue
+            if not line.strip():
                 continue
-        if js_fast:
             try:
-                obj = decode(line.decode("utf-8", "surrogateescape"))
-                # strings and numbers only (a _Num is its text): the text form
-                joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
-            except (ValueError, TypeError, RecursionError):
-                joined = None
-            if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
-                items.append(("auto", n, stream, joined.encode("utf-8", "surrogateescape")))
-                if len(items) >= batch:
-                    run.commit()
-                    items = run.items
-                    if progress is not None:
-                        progress("import", n, None)
-                continue
-        if not line.strip():
-            continue
-        try:
-            got = parse(line, idf)
-            if fmt == "xs":
-                rec = load_record(got, "line %d" % n)
-                run.add_record(n, rec)
-            else:
-                i, fields = got
-                if not fields:
-                    raise _Bad("no fields")
-                if i is None or i == "*":
-                    run.add_auto(n, stream, fields)
+                got = parse(line, idf)
+                if fmt == "xs":
+                    items.append(("rec", n, load_record(got, "line %d" % n)))
                 else:
-                    run.add_record(n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields))
-        except (_Bad, ExchangeError) as e:
-            raise ImportFailed(n, str(e), run.committed, st.entries)
-        if len(run.items) >= batch:
-            run.commit()
-            items = run.items
-        if progress is not None and n % 10000 == 0:
-            progress("import", n, None)
+                    i, fields = got
+                    if not fields:
+                        raise _Bad("no fields")
+                    if i is None or i == "*":
+                        items.append(("auto", n, stream, fields))
+                    else:
+                        items.append(("rec", n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields)))
+            except (_Bad, ExchangeError) as e:
+                raise ImportFailed(n, str(e), run.committed, st.entries)
     run.commit()
     st.lines = n
+    st.bytes = nbytes
     st.streams = len(run.streams)
     st.seconds = time.monotonic() - t0
     return st
+
+
+BLOCK = 1 << 16          # bytes read at a time
+
+
+def _blocks(src, run):
+    """(lines, bytes) blocks of ``src``: lines without their newline (a
+    line ends at \\n only).  From a binary file, each read takes what
+    is there (read1); before a read that would wait, the entries
+    gathered so far are committed (``run.commit``), so a slow producer's
+    entries do not wait for a full batch."""
+    read = getattr(src, "read1", None)
+    if read is None:
+        buf = []
+        size = 0
+        for line in src:
+            if type(line) is not bytes:
+                line = line.encode("utf-8", "surrogateescape")
+            size += len(line)
+            buf.append(line[:-1] if line[-1:] == b"\n" else line)
+            if len(buf) >= 1024:
+                yield buf, size
+                buf = []
+                size = 0
+        if buf:
+            yield buf, size
+        return
+    try:
+        fd = src.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    import select
+    tail = []
+    while True:
+        if fd is not None and run.items:
+            try:
+                ready = select.select([fd], [], [], 0)[0]
+            except (OSError, ValueError):
+                ready = True
+            if not ready:
+                run.commit()                   # the producer is slow: commit what it sent
+        chunk = read(BLOCK)
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            tail.append(chunk)
+            continue
+        if tail:
+            tail.append(chunk[:cut])
+            body = b"".join(tail)
+        else:
+            body = chunk[:cut]
+        rest = chunk[cut + 1:]
+        tail = [rest] if rest else []
+        yield body.split(b"\n"), len(body) + 1
+    if tail:
+        body = b"".join(tail)
+        yield [body], len(body)
 
 
 class _Batch:
@@ -600,6 +645,7 @@ class _Batch:
         self.items.append(("rec", n, rec))
 
     def commit(self):
+        """Commit the gathered items in one transaction."""
         items = self.items
         if not items:
             return
@@ -620,7 +666,7 @@ class _Batch:
         self.stats.below += counts["below"]
         self.streams.update(counts["streams"])
         self.committed = last
-        self.items = []
+        del items[:]               # the same list: import_lines holds it
 
     def _apply(self, tx, items, counts):
         counts.update(entries=0, skipped=0, below=0, streams=set())

@@ -289,3 +289,28 @@ def test_import_progress_shows_on_a_terminal_and_not_on_a_pipe(tmp_path):
     assert p.returncode == 0
     assert p.stderr.count(b"\n") == 1 and p.stderr.startswith(b"xs: imported 1 stream, 60000 entries")
     assert xlen(tmp_path / "p", "ev") == 60000
+
+
+def test_a_slow_producers_entries_are_committed_while_import_waits_for_more(tmp_path):
+    db = tmp_path / "db"
+    p = subprocess.Popen(XS + ["--db", str(db), "import", "--stream", "ev", "--format", "kv", "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    try:
+        p.stdin.write(b"n=1\nn=2\nn=3\n")
+        p.stdin.flush()
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if (db / "data.mdb").exists() and xs(db, "XLEN", "ev").stdout == b"3\n":
+                break
+            time.sleep(0.1)
+        assert xs(db, "XLEN", "ev").stdout == b"3\n"          # the batch of 10000 is not full: committed anyway
+        assert p.poll() is None
+        p.stdin.write(b"n=4\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+        assert p.stderr.read().startswith(b"xs: imported 1 stream, 4 entries")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert xlen(db, "ev") == 4
