@@ -8,10 +8,12 @@ stream command.
 One event loop reads and writes every connection; it never touches the
 store itself.  A client's commands that arrive together (a pipeline) go
 to the engine as one job, in order; replies are written in order and
-only after the commit that made them durable.  A slow reader only holds
-up itself: its writes are awaited (``drain``) in its own task, and a
-client whose unsent replies pass the output limit is disconnected, as
-Redis does with ``client-output-buffer-limit``.
+only after the commit that made them durable.  Connections are asyncio
+Protocols: bytes received are parsed at once and a client's commands
+run in a task of its own while it has some.  A slow reader only holds
+up itself (its task waits while its transport is paused), and a client
+whose unsent replies pass the output limit is disconnected, as Redis
+does with ``client-output-buffer-limit``.
 """
 import asyncio
 import logging
@@ -165,11 +167,10 @@ def _memory(word):
 class Client:
     """One connection."""
 
-    def __init__(self, server, cid, reader, writer, addr, laddr):
+    def __init__(self, server, cid, transport, addr, laddr):
         self.server = server
         self.id = cid
-        self.reader = reader
-        self.writer = writer
+        self.writer = transport
         self.addr = addr
         self.laddr = laddr
         self.parser = RequestParser(server.config.max_bulk)
@@ -186,9 +187,10 @@ class Client:
         self.last = self.created
         self.last_cmd = "NULL"
         self.closing = False
-        self.read_task = None
+        self.task = None             # the task running this client's commands, while it has some
         self.call = None             # the blocked wait in progress
         self.killed = False
+        self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
 
     def info_line(self):
         now = time.monotonic()
@@ -203,7 +205,7 @@ class Client:
 
     def _out_size(self):
         try:
-            return self.writer.transport.get_write_buffer_size()
+            return self.writer.get_write_buffer_size()
         except Exception:
             return 0
 
@@ -242,7 +244,6 @@ class Server:
         self.pool = None
         self.servers = []
         self.stopping = False
-        self._tasks = set()
 
     # ---------------------------------------------------------- life cycle
 
@@ -260,7 +261,7 @@ class Server:
                 pass
             old = os.umask(0o177)
             try:
-                srv = await asyncio.start_unix_server(self._accept, path=c.unixsocket, limit=READ_SIZE)
+                srv = await self.loop.create_unix_server(lambda: _Protocol(self), path=c.unixsocket)
             finally:
                 os.umask(old)
             os.chmod(c.unixsocket, c.unixsocketperm)
@@ -268,8 +269,8 @@ class Server:
             log.info("ready to accept connections at unix socket %s (store %s)", c.unixsocket, c.db)
         else:
             hosts = c.bind.split() if c.bind else ["127.0.0.1"]
-            srv = await asyncio.start_server(self._accept, host=hosts, port=c.port, reuse_address=True,
-                                             limit=READ_SIZE)
+            srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.port,
+                                                reuse_address=True)
             self.servers.append(srv)
             if not c.port:
                 c.port = srv.sockets[0].getsockname()[1]
@@ -287,16 +288,16 @@ class Server:
         while any(c.call is not None for c in self.clients.values()) and time.monotonic() < deadline:
             self.engine.cancel_all()
             await asyncio.sleep(0.01)
+        busy = [c.task for c in self.clients.values() if c.task is not None]
         for c in list(self.clients.values()):
-            c.closing = True
-            try:
-                if not c.writer.is_closing():
-                    await asyncio.wait_for(c.writer.drain(), 2)
-            except Exception:
-                pass
-            c.writer.close()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=5)
+            c.closing = True                     # no new commands; those under way finish
+        if busy:
+            await asyncio.wait(busy, timeout=10)
+        for c in list(self.clients.values()):
+            c.writer.close()                     # after the replies already queued
+        deadline = time.monotonic() + 2
+        while self.clients and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         await self.loop.run_in_executor(None, self.engine.stop)
         self.pool.shutdown(wait=False)
         if self.config.unixsocket:
@@ -307,96 +308,87 @@ class Server:
 
     # ---------------------------------------------------------- connections
 
-    async def _accept(self, reader, writer):
-        task = asyncio.current_task()
-        self._tasks.add(task)
-        try:
-            await self._serve(reader, writer)
-        finally:
-            self._tasks.discard(task)
-
-    async def _serve(self, reader, writer):
-        peer = writer.get_extra_info("peername")
-        sock = writer.get_extra_info("socket")
+    def _connected(self, transport):
+        """A new connection: its Client, or None if refused (max clients,
+        protected mode, stopping)."""
+        peer = transport.get_extra_info("peername")
+        cfg = self.config
+        self.connections_received += 1
         if isinstance(peer, tuple):
             addr = "%s:%d" % (peer[0], peer[1])
             host = peer[0]
-            lp = writer.get_extra_info("sockname")
+            lp = transport.get_extra_info("sockname")
             laddr = "%s:%d" % (lp[0], lp[1])
+            sock = transport.get_extra_info("socket")
             if sock is not None:
                 try:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError:
                     pass
         else:
-            addr = "%s:0" % (self.config.unixsocket,)
-            laddr = addr
+            addr = laddr = "%s:0" % (cfg.unixsocket,)
             host = None
-        cfg = self.config
-        self.connections_received += 1
         if self.stopping:
-            writer.close()
-            return
+            transport.close()
+            return None
         if len(self.clients) >= cfg.maxclients:
             self.rejected += 1
-            writer.write(b"-ERR max number of clients reached\r\n")
-            await self._close(writer)
-            return
+            self._refuse(transport, b"-ERR max number of clients reached\r\n")
+            return None
         if cfg.protected_mode and cfg.requirepass is None and not _loopback(host):
             self.rejected += 1
             log.warning("refused %s: protected mode (no password, not loopback)", addr)
-            writer.write(b"-" + DENIED.encode() + b"\r\n")
-            await self._close(writer)
-            return
-        c = Client(self, self.next_id, reader, writer, addr, laddr)
+            self._refuse(transport, b"-" + DENIED.encode() + b"\r\n")
+            return None
+        c = Client(self, self.next_id, transport, addr, laddr)
+        c.writable = asyncio.Event()
+        c.writable.set()
         self.next_id += 1
         self.clients[c.id] = c
         log.debug("client %d connected from %s", c.id, addr)
+        return c
+
+    def _refuse(self, transport, error):
+        """Send ``error`` and close a little later: closing at once with
+        the client's first command unread would reset the connection and
+        could discard the error before the client reads it."""
+        transport.write(error)
+        self.loop.call_later(0.2, transport.close)
+
+    def _received(self, c, data):
+        if c.closing:
+            return
+        c.parser.feed(data)
+        if c.task is None and c.call is None:
+            c.task = self.loop.create_task(self._process(c))
+
+    async def _process(self, c):
+        """Run the client's commands buffered so far (and those that
+        arrive meanwhile), in order."""
         try:
             while not c.closing:
-                data = await self._read(c)
-                if not data:
+                cmds = c.parser.commands()
+                if not cmds:
                     break
-                c.parser.feed(data)
-                await self._dispatch(c, c.parser.commands())
-                if c.closing:
-                    break
-                await writer.drain()
-        except (ConnectionError, OSError) as e:
-            log.debug("client %d: %s", c.id, e)
-        except asyncio.CancelledError:
-            pass
+                await self._dispatch(c, cmds)
+                if not c.writable.is_set():
+                    await c.writable.wait()      # a slow reader waits alone
         except Exception:
             log.exception("client %d: unexpected failure", c.id)
+            c.closing = True
         finally:
-            if c.call is not None:
-                c.call.cancel()
-            self.clients.pop(c.id, None)
-            if c.read_task is not None and not c.read_task.done():
-                c.read_task.cancel()
-            try:
-                if not writer.is_closing():
-                    await asyncio.wait_for(writer.drain(), 1)
-            except Exception:
-                pass
-            writer.close()
-            log.debug("client %d gone", c.id)
+            c.task = None
+            if c.closing:
+                c.writer.close()
 
-    async def _close(self, writer):
-        try:
-            await asyncio.wait_for(writer.drain(), 1)
-        except Exception:
-            pass
-        writer.close()
-
-    async def _read(self, c):
-        if c.read_task is None:
-            c.read_task = asyncio.ensure_future(c.reader.read(READ_SIZE))
-        try:
-            return await c.read_task
-        finally:
-            if c.read_task is not None and c.read_task.done():
-                c.read_task = None
+    def _gone(self, c):
+        """The connection closed (by the client, CLIENT KILL, an error)."""
+        c.closing = True
+        if c.call is not None:
+            c.call.cancel()
+        c.writable.set()
+        self.clients.pop(c.id, None)
+        log.debug("client %d gone", c.id)
 
     def _send(self, c, data):
         """Queue replies for ``c``; a client whose unsent replies pass the
@@ -408,7 +400,7 @@ class Server:
         if c._out_size() > self.config.output_limit:
             log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
             c.closing = True
-            c.writer.transport.abort()
+            c.writer.abort()
 
     # ------------------------------------------------------------- commands
 
@@ -498,29 +490,12 @@ class Server:
         self.loop.call_soon_threadsafe(_resolve_all, done)
 
     async def _block(self, c, cmd, args, w):
-        """Wait for a blocked read in the blocking pool; meanwhile keep
-        reading the client, so that its going away cancels the wait."""
+        """Wait for a blocked read in the blocking pool; the client going
+        away (connection_lost) cancels the wait."""
         call = self.engine.new_call()
         c.call = call
         try:
-            fut = self.loop.run_in_executor(self.pool, self.engine.block, cmd, args, w, call)
-            while not fut.done():
-                if c.read_task is None:
-                    c.read_task = asyncio.ensure_future(c.reader.read(READ_SIZE))
-                await asyncio.wait({fut, c.read_task}, return_when=asyncio.FIRST_COMPLETED)
-                if c.read_task.done():
-                    try:
-                        data = c.read_task.result()
-                    except Exception:
-                        data = b""
-                    c.read_task = None
-                    if not data:
-                        call.cancel()
-                        c.closing = True
-                        await fut
-                        return None
-                    c.parser.feed(data)
-            return fut.result()
+            return await self.loop.run_in_executor(self.pool, self.engine.block, cmd, args, w, call)
         finally:
             c.call = None
 
@@ -546,6 +521,37 @@ class Server:
 
 
 _XADD = COMMANDS[b"XADD"]
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection's transport callbacks, handed to the Server."""
+    __slots__ = ("srv", "c")
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.c = None
+
+    def connection_made(self, transport):
+        self.c = self.srv._connected(transport)
+
+    def data_received(self, data):
+        if self.c is not None:
+            self.srv._received(self.c, data)
+
+    def eof_received(self):
+        return False                     # close our side too
+
+    def connection_lost(self, exc):
+        if self.c is not None:
+            self.srv._gone(self.c)
+
+    def pause_writing(self):
+        if self.c is not None:
+            self.c.writable.clear()
+
+    def resume_writing(self):
+        if self.c is not None:
+            self.c.writable.set()
 
 
 def _encode(r, proto, array_null=False):
@@ -769,8 +775,6 @@ def _kill(srv, t):
     t.killed = True
     if t.call is not None:
         t.call.cancel()
-    if t.read_task is not None and not t.read_task.done():
-        t.read_task.cancel()
     try:
         t.writer.close()
     except Exception:
