@@ -460,6 +460,9 @@ _KV_SLOW = re.compile(rb"[\"'\x00\x0b\x0c]")
 _KV_ONE = 256
 _KV_SEPS = [b""] + [b"=\n" * (k - 1) + b"=" for k in range(1, _KV_ONE)]
 _KV_NOT_SEP = bytes(b for b in range(256) if b not in b"=\n")
+# the same for a line of words separated by single spaces: "= = ... ="
+_KV_SEPS1 = [b""] + [b"= " * (k - 1) + b"=" for k in range(1, _KV_ONE)]
+_KV_NOT_SEP1 = bytes(b for b in range(256) if b not in b"= ")
 
 
 def _plain_kv(words):
@@ -507,17 +510,31 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
     js_fast = fmt == "jsonl" and idf is None
     decode = _JSON.decode
     seps, not_sep, slow = _KV_SEPS, _KV_NOT_SEP, _KV_SLOW.search
+    seps1, not_sep1 = _KV_SEPS1, _KV_NOT_SEP1
     n = 0
     nbytes = 0
     for block, size in _blocks(lines, run):
         nbytes += size
-        plain = kv_fast and not slow(b"\n".join(block))
+        plain = simple = False
+        if kv_fast:
+            joined = b"\n".join(block)
+            plain = not slow(joined)
+            # words separated by single spaces only
+            simple = plain and not (b"\t" in joined or b"\r" in joined or b"  " in joined or b"\n " in joined
+                                    or b" \n" in joined or joined[:1] == b" " or joined[-1:] == b" ")
         for line in block:
             n += 1
             if len(items) >= batch:
-                run.commit()
+                run.commit(n - 1)
                 if progress is not None:
                     progress("import", n - 1, None)
+            if simple:
+                k = line.count(b" ") + 1
+                if k < _KV_ONE and line.translate(None, not_sep1) == seps1[k] and line[:1] != b"=" \
+                        and b" =" not in line:
+                    # each word holds exactly one "=" and starts with a field name
+                    items.append((stream, line.replace(b" ", b"\n").replace(b"=", b"\n")))
+                    continue
             if plain or (kv_fast and not slow(line)):
                 # no quotes, NULs, VT or FF: words split at white space, and
                 # the entry in its text form (fields joined by newlines)
@@ -527,10 +544,10 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
                 if 0 < k < _KV_ONE and joined.translate(None, not_sep) == seps[k] and joined[:1] != b"=" \
                         and b"\n=" not in joined:
                     # each word holds exactly one "=" and starts with a field name
-                    items.append(("auto", n, stream, joined.replace(b"=", b"\n")))
+                    items.append((stream, joined.replace(b"=", b"\n")))
                     continue
                 if k and _plain_kv(words):
-                    items.append(("auto", n, stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
+                    items.append((stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
                     continue
             elif js_fast:
                 try:
@@ -540,25 +557,26 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
                 except (ValueError, TypeError, RecursionError):
                     joined = None
                 if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
-                    items.append(("auto", n, stream, joined.encode("utf-8", "surrogateescape")))
+                    items.append((stream, joined.encode("utf-8", "surrogateescape")))
                     continue
             if not line.strip():
                 continue
             try:
                 got = parse(line, idf)
                 if fmt == "xs":
-                    items.append(("rec", n, load_record(got, "line %d" % n)))
+                    run.add_record(n, load_record(got, "line %d" % n))
                 else:
                     i, fields = got
                     if not fields:
                         raise _Bad("no fields")
                     if i is None or i == "*":
-                        items.append(("auto", n, stream, fields))
+                        items.append((stream, fields))
                     else:
-                        items.append(("rec", n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields)))
+                        run.add_record(n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields))
             except (_Bad, ExchangeError) as e:
                 raise ImportFailed(n, str(e), run.committed, st.entries)
-    run.commit()
+        run.line = n
+    run.commit(n)
     st.lines = n
     st.bytes = nbytes
     st.streams = len(run.streams)
@@ -604,7 +622,7 @@ def _blocks(src, run):
             except (OSError, ValueError):
                 ready = True
             if not ready:
-                run.commit()                   # the producer is slow: commit what it sent
+                run.commit(run.line)           # the producer is slow: commit what it sent
         chunk = read(BLOCK)
         if not chunk:
             break
@@ -626,30 +644,30 @@ def _blocks(src, run):
 
 
 class _Batch:
-    """The lines of one transaction: runs of auto-ID entries (through
-    ``add_auto_many``) and of records (through the load path), applied
-    in order in one write transaction."""
+    """The entries of one transaction, applied in order: (name, fields)
+    pairs of new-ID entries (through ``add_auto_many``, at bulk speed)
+    and ("rec", line, record) triples (through the load path)."""
 
     def __init__(self, store, skip_existing, stats):
         self.store = store
         self.skip = skip_existing
         self.stats = stats
-        self.items = []            # ("auto", line, name, fields) / ("rec", line, record)
+        self.items = []
+        self.records = False       # some items are records
         self.committed = 0         # the last line of the batches committed
+        self.line = 0              # the last line read into items (between blocks)
         self.streams = set()
-
-    def add_auto(self, n, name, fields):
-        self.items.append(("auto", n, name, fields))
 
     def add_record(self, n, rec):
         self.items.append(("rec", n, rec))
+        self.records = True
 
-    def commit(self):
-        """Commit the gathered items in one transaction."""
+    def commit(self, last):
+        """Commit the items, read up to line ``last``, in one transaction."""
         items = self.items
         if not items:
             return
-        first, last = items[0][1], items[-1][1]
+        first = self.committed + 1
         counts = {}
         try:
             self.store.run(lambda tx: self._apply(tx, items, counts), write=True)
@@ -667,22 +685,28 @@ class _Batch:
         self.streams.update(counts["streams"])
         self.committed = last
         del items[:]               # the same list: import_lines holds it
+        self.records = False
 
     def _apply(self, tx, items, counts):
         counts.update(entries=0, skipped=0, below=0, streams=set())
+        if not self.records:
+            tx.add_auto_many(items)
+            counts["entries"] = len(items)
+            counts["streams"].update({name for name, _ in items})
+            return
         tops = {}
         k = 0
         while k < len(items):
-            kind = items[k][0]
+            auto = len(items[k]) == 2
             j = k
-            while j < len(items) and items[j][0] == kind:
+            while j < len(items) and (len(items[j]) == 2) == auto:
                 j += 1
             run = items[k:j]
             k = j
-            if kind == "auto":
-                tx.add_auto_many([(name, fields) for _, _, name, fields in run])
+            if auto:
+                tx.add_auto_many(run)
                 counts["entries"] += len(run)
-                counts["streams"].update(it[2] for it in run)
+                counts["streams"].update({name for name, _ in run})
                 continue
             recs = []
             for _, n, rec in run:
