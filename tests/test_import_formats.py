@@ -314,3 +314,17 @@ def test_a_slow_producers_entries_are_committed_while_import_waits_for_more(tmp_
             p.kill()
             p.wait()
     assert xlen(db, "ev") == 4
+
+
+def test_kv_lines_with_single_spaces_only_take_the_fast_path_with_the_same_results(tmp_path):
+    db = tmp_path / "db"
+    src = b"a=1 b=2\na==1 b=c=d\nx= y=\nk=v\n"
+    p = xs(db, "import", "--stream", "ev", "--format", "kv", input=src)
+    assert p.returncode == 0, p.stderr
+    assert fields_of(db, "ev") == [[b"a", b"1", b"b", b"2"], [b"a", b"=1", b"b", b"c=d"], [b"x", b"", b"y", b""],
+                                   [b"k", b"v"]]
+    for bad, why in ((b"a=1 =x", b'"=x" is not field=value'), (b"a=1 b", b'"b" is not field=value'),
+                     (b"ab", b'"ab" is not field=value')):
+        p = xs(db, "import", "--stream", "ev", "--format", "kv", input=b"k=v\n" + bad + b"\n")
+        assert p.returncode == 1 and p.stderr.startswith(b"xs: line 2: " + why), p.stderr
+    assert xlen(db, "ev") == 4
