@@ -333,7 +333,8 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
     import of explicit IDs (an export) can be re-run to completion;
     one with new IDs cannot (it would add the entries again).
     \b
-    One transaction per --batch entries.  On an error (a malformed
+    One transaction per --batch entries (a batch ends early when the
+    input pauses: what arrived is committed).  On an error (a malformed
     line, a refused ID) the import stops with the line's number (every
     physical line counts) and exit 1: the batches before the one
     holding that line stay imported, the message says up to which
