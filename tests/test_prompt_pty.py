@@ -312,6 +312,27 @@ def test_pretty_xrange_of_200000_entries_streams(big_db):
     assert total < 60, total
 
 
+def _max_rss_kb(db, mode):
+    """Peak memory of ``xs MODE XRANGE big - +`` (output discarded)."""
+    code = ("import atexit, resource, runpy, sys\n"
+            "atexit.register(lambda: sys.stderr.write("
+            "'MAXRSS ' + str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) + '\\n'))\n"
+            "sys.argv = ['xs', '--db', " + repr(str(db)) + ", " + repr(mode) + ", 'XRANGE', 'big', '-', '+']\n"
+            "runpy.run_module('xstream_cli', run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return int(re.search(rb"MAXRSS (\d+)", p.stderr).group(1))
+
+
+def test_pretty_xrange_of_200000_entries_needs_no_more_memory_than_raw(big_db):
+    """Streaming: pretty holds the reply as raw does, never a table of
+    it (before: 508 MB for pretty, against 80 MB for raw)."""
+    raw, pretty = _max_rss_kb(big_db, "--raw"), _max_rss_kb(big_db, "--pretty")
+    print("peak memory, XRANGE of %d entries: raw %d MB, pretty %d MB" % (N_BIG, raw // 1024, pretty // 1024))
+    assert pretty < raw * 1.3 + 20 * 1024, (raw, pretty)
+
+
 def test_ctrl_c_during_pretty_output_exits_130_without_traceback(big_db):
     t = Term(XS + ["--db", str(big_db), "XRANGE", "big", "-", "+"])
     try:
