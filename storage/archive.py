@@ -20,9 +20,10 @@ an ID below the cut go):
                through the ``xstream`` data source (storage.spark) and
                writes Parquet partitioned ``stream=NAME/date=YYYY-MM-DD``
                (the UTC day of the ID's ms) into DIR/_staging/RUN/data.
- 6. verify     the staged files are read back (pyarrow, the ``id`` column):
+ 6. verify     the staged files are read back (pyarrow, the ``id`` column, a file at a time):
                per stream the row count, the first and last IDs and that
-               no ID is there twice must be what step 4 planned.  Unique
+               no ID is there twice (IDs strictly increase within a file,
+               files do not overlap) must be what step 4 planned.  Unique
                IDs, all from the stream, inside [first, last], as many as
                the stream held there: exactly the planned entries.  Then
                every staged file is fsynced.
@@ -498,33 +499,41 @@ def staged_files(out):
 
 
 def verify(out, plans):
-    """Read the staged files' IDs back and check them against the plan.
-    Returns [(relative path, stream, first, last, rows)] per file."""
+    """Read the staged files' IDs back and check them against the plan,
+    one file at a time (memory: one file's IDs): within a file IDs must
+    strictly increase (the job sorts them), a stream's files must not
+    overlap, and per stream the row count and the first and last IDs
+    must be the planned ones.  Returns [(relative path, stream, first,
+    last, rows)] per file."""
     import pyarrow.parquet as pq
     if not os.path.exists(os.path.join(out, "_SUCCESS")):
         raise ArchiveError("the Spark job did not finish writing %s" % out)
     by_name = {p.name: p for p in plans}
-    seen = {p.name: [] for p in plans}
+    spans = {p.name: [] for p in plans}
     files = []
     for rel, name in staged_files(out):
         if name not in by_name:
             raise ArchiveError("the staged archive holds a stream that was not planned: %r" % name)
         col = pq.read_table(os.path.join(out, rel), columns=["id"]).column("id").to_pylist()
         got = [parse_id_text(t) for t in col]
-        if got:
-            files.append((rel, name, min(got), max(got), len(got)))
-            seen[name].extend(got)
+        if not got:
+            continue
+        if any(a >= b for a, b in zip(got, got[1:])):
+            raise ArchiveError("verification failed: %s holds IDs out of order or twice.  Nothing was trimmed" % rel)
+        files.append((rel, name, got[0], got[-1], len(got)))
+        spans[name].append((got[0], got[-1], len(got)))
     for p in plans:
-        got = seen[p.name]
-        uniq = set(got)
-        first = min(got) if got else None
-        last = max(got) if got else None
-        if len(got) != p.rows or len(uniq) != len(got) or first != p.first or last != p.last:
+        s = sorted(spans[p.name])
+        rows = sum(n for _, _, n in s)
+        overlap = any(a[1] >= b[0] for a, b in zip(s, s[1:]))
+        first = s[0][0] if s else None
+        last = max(x[1] for x in s) if s else None
+        if overlap or rows != p.rows or first != p.first or last != p.last:
             raise ArchiveError(
-                "verification failed for stream %s: Parquet holds %d rows (%d distinct), %s..%s; the stream held "
-                "%d, %s..%s (entries deleted while archiving?).  Nothing was trimmed" % (
-                    p.name, len(got), len(uniq), first and id_text(first), last and id_text(last),
-                    p.rows, id_text(p.first), id_text(p.last)))
+                "verification failed for stream %s: Parquet holds %d rows%s, %s..%s; the stream held %d, %s..%s "
+                "(entries deleted while archiving?).  Nothing was trimmed" % (
+                    p.name, rows, " in overlapping files" if overlap else "", first and id_text(first),
+                    last and id_text(last), p.rows, id_text(p.first), id_text(p.last)))
     return files
 
 

@@ -2,6 +2,7 @@
 size and must finish with exit 0 and print its table.  No figure is
 asserted here (timings belong to the benchmarks, not to the suite); this
 only catches a benchmark that an API change broke."""
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+needs_spark = pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("pyspark", "pyarrow")),
+                                 reason="pyspark and pyarrow are needed (the spark extra)")
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
                                  reason="redis-server and redis-cli are needed")
 
@@ -26,6 +29,8 @@ CASES = [
     pytest.param("bench_serve.py", ["-n", "200", "-c", "4"], "xs/r", marks=needs_redis, id="serve"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
                  marks=needs_redis, id="worker_loop"),
+    pytest.param("bench_spark.py", ["--entries", "2000", "--repeat", "1"], "archive (xs archive",
+                 marks=needs_spark, id="spark"),
 ]
 
 
