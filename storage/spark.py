@@ -23,7 +23,8 @@ Options: ``path`` (the store, on the executors' host), ``stream`` (a name
 or a Redis glob: ``*``, ``?``, ``[...]``, ``\\``), ``start`` / ``end``
 (XRANGE bounds: ``-``, ``+``, ``ms``, ``ms-seq``, ``(`` for exclusive),
 ``partitions`` (per stream, default 1), ``fields_list``, ``binary``,
-``chunk`` (entries per range call, default 1000).
+``chunk`` (entries per range call, default 1000), ``driver_read``
+(read on the driver: see "Where executors cannot open the store").
 
 Planning (on the driver, one read transaction): for each stream, the
 first and last entries inside [start, end] and the stream's length; the
@@ -55,14 +56,93 @@ fails (an explicit ID not above the stream's top, a bad row) is rolled
 back whole, but batches committed before it, and other tasks' batches,
 stay; a retried task adds its rows again (new automatic IDs; explicit
 IDs then fail).  The driver's commit and abort do nothing.
+
+Streaming read: ``spark.readStream.format("xstream")`` with ``path``,
+``stream`` (name or glob), ``partitions`` (per stream and micro-batch),
+``chunk``, ``fields_list``, ``binary`` as above, and
+``start`` (where a NEW query begins: ``-``, the default, from each
+stream's first entry; ``$`` only entries added from now on; an ID: the
+entries after it), ``maxEntriesPerTrigger`` (at most that many entries
+per micro-batch over all streams, the oldest IDs first; Spark's
+admission control, so Trigger.AvailableNow honours it too),
+``group`` / ``consumer`` and ``driver_read``.  Rows are those of the
+batch read (same schema).  The offset is JSON: {stream name: ID of the
+last entry delivered}; a micro-batch is, per stream, the ID range
+(previous offset, new offset], so a query restarted from its checkpoint
+replays exactly the batch it had planned and then goes on after it: no
+entry lost, none repeated (with an exactly-once sink).  Streams are
+found by the glob at every trigger; one that appears later is read from
+its first entry.  Trigger.AvailableNow reads up to the streams' last IDs
+when the query starts.
+
+Consumer groups (``group``, optional ``consumer``): reads stay the
+deterministic ID ranges above (replayable; no XREADGROUP, so no pending
+entries).  The group is created where missing, at ``start``; a new
+query starts from the group's last-delivered ID.  When Spark commits a
+micro-batch to the source (``commit(end)``, on the driver, which Spark
+does when it plans the next micro-batch) the group's last-delivered ID
+moves to ``end`` with ``XGROUP SETID ... ENTRIESREAD n``, n = entries
+ever added minus the entries still in the stream after ``end``, in one
+write transaction, so ``XINFO GROUPS`` shows an exact lag (0 once Spark
+has committed everything); ``consumer`` is created in the group so
+XINFO CONSUMERS names the job.  Chosen over XREADGROUP + XACK of every
+entry: that would write a PEL row per entry and delete it again, for
+nothing a replayable reader needs.  The group never moves back, and
+the entries of the last micro-batch stay in the lag until Spark plans
+the next one (Spark's commit point; an AvailableNow run leaves its last
+batch to the next run).  Other consumers of the same group would skip
+what Spark has committed: give Spark a group of its own.
+
+Where executors cannot open the store.  The store is an LMDB file on
+one host (never on a network file system), and executors read it
+directly.  So: executors on the store's host (``local[*]``, or a
+standalone cluster whose workers run there): the default.  A real
+cluster: run the driver on the store's host (client mode) and read with
+``driver_read=true``: the batch read then reads every planned range on
+the driver while planning and ships the rows to the executors inside
+the partitions (the whole result passes through the driver's memory:
+for what outgrows it, archive to Parquet on shared storage with ``xs
+archive`` and read that); the streaming read uses Spark's simple stream
+reader, which reads each micro-batch on the driver (bound it with
+``maxEntriesPerTrigger``).  One exception Spark imposes: a micro-batch
+replayed after a restart (planned, not committed) is re-read by
+``readBetweenOffsets`` in an executor, so that one batch needs an
+executor on the store's host, or the restart fails there ("cannot
+open the store").  Group commits always run on the driver.
+
+Streaming write: ``df.writeStream.format("xstream")`` with ``path``,
+``stream`` (or a ``stream`` column), the write's input columns, and
+``producer`` (a name for this query's output; default: its
+``checkpointLocation``) and ``progress_stream`` (default
+``spark-sink:`` + 16 hex of sha256(producer)).  Append output mode only.
+Idempotent across retries: each task adds ALL its rows together with a
+marker entry ``partition P rows N`` at ID ``B-*`` (B = micro-batch id)
+in the progress stream, in ONE write transaction, after checking that
+no marker for (B, P) is there; a retried task or a batch Spark replays
+after a restart finds the marker and adds nothing.  The same
+transaction drops markers of batches before B (the progress stream
+holds one batch), and refuses a batch id below the stream's last one
+(another query with the same producer, or a reset checkpoint).  Why not
+IDMP: its history is bounded (IDMP-MAXSIZE ids per producer, at most
+10000, and IDMP-DURATION, at most a day), so a large batch or a restart
+a day later would add rows again; why not explicit IDs: a replay could
+not reproduce them.  A task's rows are held (encoded) in memory until
+its transaction: bound micro-batches with ``maxEntriesPerTrigger``.
+Assumes a task's input is the same on a retry (true for replayable
+sources like this one).
 """
 import datetime
+import hashlib
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition, WriterCommitMessage
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                    DataSourceWriter, InputPartition, SimpleDataSourceStreamReader,
+                                    WriterCommitMessage)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from storage import glob, ids
 from storage.errors import RedisError
-from storage.options import AddOptions, RangeOptions
+from storage.options import AddOptions, GroupOptions, RangeOptions, StreamInfoOptions, TrimOptions
 
 NAME = "xstream"
 LONG_MAX = (1 << 63) - 1
@@ -70,8 +150,12 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MAX_TS_MS = 253402300799999                # 9999-12-31T23:59:59.999Z
 _GLOB_CHARS = "*?[\\"
 
-READ_OPTIONS = {"path", "stream", "start", "end", "partitions", "fields_list", "binary", "chunk"}
+READ_OPTIONS = {"path", "stream", "start", "end", "partitions", "fields_list", "binary", "chunk", "driver_read"}
+STREAM_READ_OPTIONS = {"path", "stream", "start", "partitions", "fields_list", "binary", "chunk", "driver_read",
+                       "maxentriespertrigger", "group", "consumer"}
 WRITE_OPTIONS = {"path", "stream", "batch_size"}
+STREAM_WRITE_OPTIONS = {"path", "stream", "producer", "progress_stream", "checkpointlocation"}
+BATCH_ID_PROPERTY = "streaming.sql.batchId"       # set by Spark on every micro-batch's tasks
 IGNORED_WRITE_COLUMNS = {"ms", "seq", "ts"}
 
 
@@ -132,27 +216,63 @@ def _bound(options, key):
                            "exclusive bound): %s" % (key, text, e))
 
 
+def _schema(binary, fields_list):
+    value = "binary" if binary else "string"
+    cols = ["stream string", "id string", "ms long", "seq long", "ts timestamp",
+            "fields map<string,%s>" % value]
+    if fields_list:
+        cols.append("fields_list array<struct<name:%s,value:%s>>" % (value, value))
+    return ", ".join(cols)
+
+
+def _stream_start(options):
+    """The streaming ``start`` option: None for "from the first entry",
+    "$" for "only entries added from now on", or an ID (exclusive)."""
+    text = options.get("start", "-").strip()
+    if text in ("-", "0", "0-0"):
+        return None
+    if text == "$":
+        return "$"
+    try:
+        return ids.parse_id(text.encode("utf-8"))
+    except RedisError:
+        raise XStreamError("option start=%r of a streaming read must be -, $ or an entry ID (ms or ms-seq) "
+                           "to read after" % (text,))
+
+
 class _ReadPlan:
     """The read options, checked (on the driver, before anything runs)."""
 
-    def __init__(self, options):
-        _check_known(options, READ_OPTIONS, "read")
+    def __init__(self, options, streaming=False):
+        _check_known(options, STREAM_READ_OPTIONS if streaming else READ_OPTIONS,
+                     "streaming read" if streaming else "read")
         self.path = _required(options, "path")
         self.stream = _required(options, "stream").encode("utf-8")
-        self.start = _bound(options, "start")
-        self.end = _bound(options, "end")
+        if streaming:
+            self.start = _stream_start(options)
+            self.end = None
+            self.max_entries = _positive(options, "maxentriespertrigger", None)
+            self.group = options.get("group") or None
+            self.consumer = options.get("consumer") or None
+            if self.consumer and not self.group:
+                raise XStreamError("option 'consumer' needs option 'group'")
+        else:
+            self.start = _bound(options, "start")
+            self.end = _bound(options, "end")
         self.partitions = _positive(options, "partitions", 1)
         self.chunk = _positive(options, "chunk", 1000)
         self.fields_list = _bool(options, "fields_list")
         self.binary = _bool(options, "binary")
+        self.driver_read = _bool(options, "driver_read")
 
     def schema(self):
-        value = "binary" if self.binary else "string"
-        cols = ["stream string", "id string", "ms long", "seq long", "ts timestamp",
-                "fields map<string,%s>" % value]
-        if self.fields_list:
-            cols.append("fields_list array<struct<name:%s,value:%s>>" % (value, value))
-        return ", ".join(cols)
+        return _schema(self.binary, self.fields_list)
+
+    def names(self, tx):
+        """The streams the ``stream`` option names (a glob: those that exist now)."""
+        if any(c.encode() in self.stream for c in _GLOB_CHARS):
+            return [n for n in tx.stream_names() if glob.match(self.stream, n)]
+        return [self.stream] if tx.key_type(self.stream) == "stream" else []
 
 
 # ========================================================= data source
@@ -166,7 +286,7 @@ class XStreamDataSource(DataSource):
         return NAME
 
     def schema(self):
-        return _ReadPlan(self.options).schema()
+        return _schema(_bool(self.options, "binary"), _bool(self.options, "fields_list"))
 
     def reader(self, schema):
         return XStreamReader(_ReadPlan(self.options))
@@ -175,6 +295,22 @@ class XStreamDataSource(DataSource):
         if overwrite:
             raise XStreamError("only mode('append') is supported: an xs stream is an append-only log")
         return XStreamWriter(self.options, schema)
+
+    def streamReader(self, schema):
+        plan = _ReadPlan(self.options, streaming=True)
+        if plan.driver_read:
+            # Spark then asks simpleStreamReader() (its documented fallback)
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                             messageParameters={"feature": "streamReader"})
+        return XStreamStreamReader(plan)
+
+    def simpleStreamReader(self, schema):
+        return XStreamDriverStreamReader(_ReadPlan(self.options, streaming=True))
+
+    def streamWriter(self, schema, overwrite):
+        if overwrite:
+            raise XStreamError("only the append output mode is supported: an xs stream is an append-only log")
+        return XStreamStreamWriter(self.options, schema)
 
 
 # ============================================================== reading
@@ -211,8 +347,17 @@ def _open(path, write):
         raise XStreamError(str(e))
 
 
+class XStreamRowsPartition(InputPartition):
+    """Rows already read on the driver (``driver_read=true``)."""
+
+    def __init__(self, rows):
+        InputPartition.__init__(self, None)
+        self.rows = rows
+
+
 class XStreamReader(DataSourceReader):
-    """Plans ID ranges on the driver; reads each in an executor."""
+    """Plans ID ranges on the driver; reads each in an executor (or, with
+    ``driver_read``, reads them on the driver while planning)."""
 
     def __init__(self, plan):
         self.plan = plan
@@ -222,16 +367,13 @@ class XStreamReader(DataSourceReader):
         store = _open(p.path, False)
         try:
             with store.read() as tx:
-                return [XStreamPartition(name, lo, hi) for name in self._names(tx)
-                        for lo, hi in self._ranges(tx, name)]
+                parts = [XStreamPartition(name, lo, hi) for name in p.names(tx)
+                         for lo, hi in self._ranges(tx, name)]
         finally:
             store.close()
-
-    def _names(self, tx):
-        text = self.plan.stream
-        if any(c.encode() in text for c in _GLOB_CHARS):
-            return [n for n in tx.stream_names() if glob.match(text, n)]
-        return [text] if tx.length(text) else []
+        if p.driver_read:
+            return [XStreamRowsPartition(list(_read_range(p, part))) for part in parts]
+        return parts
 
     def _ranges(self, tx, name):
         p = self.plan
@@ -244,27 +386,34 @@ class XStreamReader(DataSourceReader):
         return split_range(_id(first[0][0]), _id(last[0][0]), tx.length(name), p.partitions)
 
     def read(self, partition):
+        if isinstance(partition, XStreamRowsPartition):
+            return iter(partition.rows)
         if not isinstance(partition, XStreamPartition):
-            return          # no range planned: Spark still runs one task, with a placeholder partition
-        p = self.plan
-        name = partition.stream
-        stream = _text(name, "stream name", name, None)
-        store = _open(p.path, False)
-        try:
-            with store.read() as tx:
-                lo = partition.lo
-                while True:
-                    entries = tx.range(name, RangeOptions(lo, partition.hi, p.chunk))
-                    if not entries:
-                        return
-                    for id_text, fields in entries:
-                        yield _row(stream, id_text, fields, p.binary, p.fields_list, name)
-                    last = _id(id_text)
-                    if len(entries) < p.chunk or last >= partition.hi:
-                        return
-                    lo = ids.incr(last)
-        finally:
-            store.close()
+            return iter(())     # no range planned: Spark still runs one task, with a placeholder partition
+        return _read_range(self.plan, partition)
+
+
+def _read_range(p, partition):
+    """The rows of one partition's ID range, in one read transaction,
+    ``p.chunk`` entries at a time."""
+    name = partition.stream
+    stream = _text(name, "stream name", name, None)
+    store = _open(p.path, False)
+    try:
+        with store.read() as tx:
+            lo = partition.lo
+            while lo <= partition.hi:
+                entries = tx.range(name, RangeOptions(lo, partition.hi, p.chunk))
+                if not entries:
+                    return
+                for id_text, fields in entries:
+                    yield _row(stream, id_text, fields, p.binary, p.fields_list, name)
+                last = _id(id_text)
+                if len(entries) < p.chunk or last >= partition.hi:
+                    return
+                lo = ids.incr(last)
+    finally:
+        store.close()
 
 
 def _id(text):
@@ -296,6 +445,227 @@ def _row(stream, id_text, fields, binary, with_list, name):
         names = [bytes(f) for f in fields[0::2]] if binary else keys
         row += ([(k, v) for k, v in zip(names, values)],)
     return row
+
+
+# ============================================================ streaming
+
+
+def _fmt(i):
+    return "%d-%d" % i
+
+
+def _offset_id(text):
+    try:
+        return ids.parse_id(str(text).encode("utf-8"))
+    except RedisError:
+        raise XStreamError("offset %r is not a stream ID (was the checkpoint written by another source?)" % (text,))
+
+
+def _sorted(d):
+    """An offset: stream name -> last ID read, in name order (Spark compares
+    offsets as JSON text)."""
+    return {k: d[k] for k in sorted(d)}
+
+
+class _Streaming:
+    """What both stream readers share: offsets, admission control,
+    Trigger.AvailableNow, group commits.  An offset is a dict
+    {stream name: ID of the last entry delivered ("ms-seq")}."""
+
+    target = None            # Trigger.AvailableNow: the last IDs when the query began
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def _store(self, write=False):
+        return _open(self.plan.path, write)
+
+    # ------------------------------------------------------------ offsets
+
+    def initialOffset(self):
+        p = self.plan
+        if p.group:
+            store = self._store(write=True)
+            try:
+                return _sorted(store.run(self._group_initial, write=True))
+            finally:
+                store.close()
+        store = self._store()
+        try:
+            with store.read() as tx:
+                return _sorted({n.decode(): _fmt(self._start_id(tx, n)) for n in p.names(tx)})
+        finally:
+            store.close()
+
+    def _start_id(self, tx, name):
+        s = self.plan.start
+        if s is None:
+            return ids.MIN_ID
+        if s == "$":
+            return tx.last_generated_id(name) or ids.MIN_ID
+        return s
+
+    def _group_initial(self, tx):
+        """Start where the group is; create it (at ``start``) where it is missing."""
+        p = self.plan
+        group = p.group.encode("utf-8")
+        out = {}
+        for n in p.names(tx):
+            info = [g for g in tx.groups_info(n) if g.name == group]
+            if info:
+                out[n.decode()] = _fmt(info[0].last_delivered_id)
+            else:
+                i = self._start_id(tx, n)
+                tx.create_group(n, group, GroupOptions(start=i, entries_read=self._entries_read(tx, n, i)))
+                out[n.decode()] = _fmt(i)
+        return out
+
+    def _latest(self, start, max_rows):
+        """The end offset of the next micro-batch from ``start``: every
+        stream's last ID (capped by the AvailableNow target), or, with
+        ``max_rows``, the first ``max_rows`` entries after ``start`` over
+        all streams in ID order."""
+        p = self.plan
+        store = self._store()
+        try:
+            with store.read() as tx:
+                names = {n.decode(): n for n in p.names(tx)}
+                end = {}
+                for k in set(start) | set(names):
+                    s = _offset_id(start[k]) if k in start else ids.MIN_ID
+                    top = tx.last_generated_id(k.encode("utf-8")) if k in names else None
+                    e = top if top is not None and top > s else s
+                    if self.target is not None:
+                        t = self.target.get(k)
+                        e = s if t is None else max(s, min(e, _offset_id(t)))
+                    end[k] = (s, e)
+                if max_rows is not None:
+                    end = self._cap(tx, end, max_rows)
+        finally:
+            store.close()
+        return _sorted({k: _fmt(e) for k, (s, e) in end.items()})
+
+    def _cap(self, tx, end, max_rows):
+        found = []
+        for k, (s, e) in end.items():
+            if e > s:
+                got = tx.range(k.encode("utf-8"), RangeOptions(ids.incr(s), e, max_rows)) or []
+                found.extend((_id(i), k) for i, _ in got)
+        found.sort()
+        capped = {k: (s, s) for k, (s, e) in end.items()}
+        for i, k in found[:max_rows]:
+            capped[k] = (capped[k][0], i)
+        return capped
+
+    def _limit(self):
+        return ReadMaxRows(self.plan.max_entries) if self.plan.max_entries else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self):
+        self.target = self._latest({}, None)
+
+    def _parts(self, start, end):
+        """Per stream, the ID range (start, end] split into ``partitions``."""
+        p = self.plan
+        out = []
+        store = self._store()
+        try:
+            with store.read() as tx:
+                for k in sorted(end):
+                    s = _offset_id(start[k]) if k in start else ids.MIN_ID
+                    e = _offset_id(end[k])
+                    if e <= s:
+                        continue
+                    name = k.encode("utf-8")
+                    first = tx.range(name, RangeOptions(ids.incr(s), e, 1))
+                    if first:
+                        out.extend(XStreamPartition(name, lo, hi)
+                                   for lo, hi in split_range(_id(first[0][0]), e, p.partitions, p.partitions))
+        finally:
+            store.close()
+        return out
+
+    # ------------------------------------------------------------- groups
+
+    def commit(self, end):
+        """Spark finished everything up to ``end``: advance the group."""
+        if not self.plan.group:
+            return
+        store = self._store(write=True)
+        try:
+            store.run(lambda tx: self._group_commit(tx, end), write=True)
+        finally:
+            store.close()
+
+    def _group_commit(self, tx, end):
+        p = self.plan
+        group = p.group.encode("utf-8")
+        for k in sorted(end):
+            name, i = k.encode("utf-8"), _offset_id(end[k])
+            if tx.key_type(name) != "stream":
+                continue
+            info = [g for g in tx.groups_info(name) if g.name == group]
+            if not info:
+                tx.create_group(name, group, GroupOptions(start=i, entries_read=self._entries_read(tx, name, i)))
+            elif info[0].last_delivered_id < i:          # never moves a group back
+                tx.set_group_id(name, group, GroupOptions(start=i, entries_read=self._entries_read(tx, name, i)))
+            if p.consumer:
+                tx.create_consumer(name, group, p.consumer.encode("utf-8"))
+
+    @staticmethod
+    def _entries_read(tx, name, i):
+        """ENTRIESREAD for a group whose last-delivered ID is ``i``: the
+        entries ever added minus those still in the stream after ``i``."""
+        added = tx.stream_info(name, StreamInfoOptions()).entries_added
+        after, lo = 0, ids.incr(i) if i < ids.MAX_ID else None
+        while lo is not None:
+            got = tx.range(name, RangeOptions(lo, ids.MAX_ID, 10000)) or []
+            after += len(got)
+            if len(got) < 10000:
+                break
+            last = _id(got[-1][0])
+            lo = ids.incr(last) if last < ids.MAX_ID else None
+        return max(0, added - after)
+
+
+class XStreamStreamReader(_Streaming, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``readStream.format("xstream")``: plans ID ranges on the driver,
+    reads them in executors (like the batch read)."""
+
+    def latestOffset(self, start, limit):
+        return self._latest(start, limit.max_rows if isinstance(limit, ReadMaxRows) else None)
+
+    def getDefaultReadLimit(self):
+        return self._limit()
+
+    def partitions(self, start, end):
+        return self._parts(start, end)
+
+    def read(self, partition):
+        return _read_range(self.plan, partition)
+
+    def prepareForTriggerAvailableNow(self):
+        _Streaming.prepareForTriggerAvailableNow(self)
+
+    def commit(self, end):
+        _Streaming.commit(self, end)
+
+
+class XStreamDriverStreamReader(_Streaming, SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``driver_read=true``: reads each micro-batch on the driver (Spark's
+    simple stream reader); Spark hands the rows to the executors."""
+
+    def read(self, start):
+        end = self._latest(start, self.plan.max_entries)
+        return iter(self.readBetweenOffsets(start, end)), end
+
+    def readBetweenOffsets(self, start, end):
+        return [row for part in self._parts(start, end) for row in _read_range(self.plan, part)]
+
+    def prepareForTriggerAvailableNow(self):
+        _Streaming.prepareForTriggerAvailableNow(self)
+
+    def commit(self, end):
+        _Streaming.commit(self, end)
 
 
 # ============================================================== writing
@@ -398,3 +768,85 @@ def _bytes(v):
     if isinstance(v, str):
         return v.encode("utf-8")
     return bytes(v)
+
+
+# ======================================================= streaming writes
+
+
+class XStreamStreamCommit(WriterCommitMessage):
+    """What one task of a micro-batch did: rows added, or skipped because
+    an earlier attempt of the same task had already added them."""
+
+    def __init__(self, rows, skipped):
+        self.rows, self.skipped = rows, skipped
+
+
+class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
+    """``writeStream.format("xstream")``: each task adds its rows and a
+    progress marker (batch, partition) in ONE write transaction, unless
+    the marker is already there (a retried task or a replayed batch)."""
+
+    def __init__(self, options, schema):
+        opts = {k: v for k, v in options.items() if k.lower() not in ("producer", "progress_stream",
+                                                                        "checkpointlocation")}
+        _check_known(options, STREAM_WRITE_OPTIONS, "streaming write")
+        XStreamWriter.__init__(self, opts, schema)
+        producer = options.get("producer") or options.get("checkpointlocation")
+        if not producer:
+            raise XStreamError("option 'producer' (a name for this query's output) is required without a "
+                               "checkpointLocation")
+        self.producer = producer
+        self.progress = options.get("progress_stream") or (
+            "spark-sink:" + hashlib.sha256(producer.encode("utf-8")).hexdigest()[:16])
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+        if batch is None:
+            raise XStreamError("no micro-batch id: the streaming sink runs only inside a streaming query")
+        return self.write_batch(int(batch), ctx.partitionId(), iterator)
+
+    def write_batch(self, batch, partition, iterator):
+        """Add ``iterator``'s rows as task ``partition`` of micro-batch
+        ``batch``, exactly once however often it is called."""
+        items = [self._item(row) for row in iterator]
+        if not items:
+            return XStreamStreamCommit(0, False)
+        progress = self.progress.encode("utf-8")
+        mark = b"%d" % partition
+
+        def add_once(tx):
+            top = tx.last_generated_id(progress)
+            if top is not None and top[0] > batch:
+                raise XStreamError(
+                    "progress stream %r already records micro-batch %d, after this one (%d): producer %r "
+                    "belongs to another query or its checkpoint was reset; give a new 'producer' option "
+                    "(or delete that stream)" % (self.progress, top[0], batch, self.producer))
+            if top is not None and top[0] < batch:
+                tx.trim(progress, TrimOptions(strategy="minid", threshold=(batch, 0)))
+            done = tx.range(progress, RangeOptions((batch, 0), (batch, ids.U64))) or []
+            if any(dict(zip(f[0::2], f[1::2])).get(b"partition") == mark for _, f in done):
+                return XStreamStreamCommit(0, True)
+            for name, fields, opts, given in items:
+                try:
+                    tx.add(name, fields, opts)
+                except RedisError as e:
+                    raise XStreamError("adding to stream %r (id %s): %s; this task's %d rows were rolled back"
+                                       % (name.decode(), given or "*", e, len(items)))
+            tx.add(progress, [b"partition", mark, b"rows", b"%d" % len(items)],
+                   AddOptions(id=(batch, 0), seq_given=False))
+            return XStreamStreamCommit(len(items), False)
+
+        store = _open(self.path, True)
+        try:
+            return store.run(add_once, write=True)
+        finally:
+            store.close()
+
+    def commit(self, messages, batchId):
+        """Nothing to do: every task committed its own transaction."""
+
+    def abort(self, messages, batchId):
+        """Nothing to undo: tasks that committed stay, and their markers make
+        the batch's replay skip them."""

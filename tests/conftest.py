@@ -206,6 +206,7 @@ def spark():
          .config("spark.sql.shuffle.partitions", "2")
          .config("spark.default.parallelism", "2")
          .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.python.authenticate.socketTimeout", "120s")    # slow, busy CI machines
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     register(s)

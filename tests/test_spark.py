@@ -198,3 +198,18 @@ def test_bad_writes_give_a_clear_error(spark, tmp_path):
     with pytest.raises(Exception) as e:
         bad.write.format("xstream").option("path", str(db)).option("stream", "s").mode("append").save()
     assert "xstream: id 'nope' is not an XADD ID" in str(e.value)
+
+
+# ========================================================= driver-side reads
+
+
+def test_driver_read_gives_the_same_rows_as_executor_reads(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, *["XADD d:%d %d-%d i %d" % (i % 2, 10 + i // 3, i % 3, i) for i in range(60)])
+    normal = read(spark, db, "d:*", partitions="3", fields_list="true")
+    driver = read(spark, db, "d:*", partitions="3", fields_list="true", driver_read="true")
+    assert driver.schema == normal.schema
+    assert driver.rdd.getNumPartitions() == normal.rdd.getNumPartitions() == 6
+    key = ["stream", "ms", "seq"]
+    assert driver.orderBy(key).collect() == normal.orderBy(key).collect()
+    assert driver.count() == 60

@@ -1,0 +1,50 @@
+"""A batch job for the standalone-cluster test (tests/test_spark_cluster.py):
+run as ``python tests/spark_cluster_job.py MASTER_URL STORE``; reads every
+``ev:*`` stream with executor reads and with a driver-side read, writes
+per-user counts back to the stream ``counts`` and prints one JSON line
+with what it saw.  Its own process: a second SparkContext cannot live in
+the test process."""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def main(master, db):
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from storage.spark import register
+    spark = (SparkSession.builder.master(master).appName("xs-cluster-test")
+             .config("spark.ui.enabled", "false")
+             .config("spark.executor.memory", "512m")
+             .config("spark.cores.max", "1")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.executorEnv.PYTHONPATH", ROOT)
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.python.authenticate.socketTimeout", "120s")
+             .getOrCreate())
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        df = (spark.read.format("xstream").option("path", db).option("stream", "ev:*")
+              .option("partitions", "3").load())
+        per_stream = {r["stream"]: r["count"] for r in df.groupBy("stream").count().collect()}
+        counts = (df.groupBy(F.col("fields")["user"].alias("user")).count()
+                  .select(F.create_map(F.lit("user"), F.col("user"), F.lit("n"), F.col("count").cast("string"))
+                          .alias("fields")))
+        counts.write.format("xstream").option("path", db).option("stream", "counts").mode("append").save()
+        driver = (spark.read.format("xstream").option("path", db).option("stream", "ev:*")
+                  .option("driver_read", "true").option("partitions", "2").load())
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+        print(json.dumps({"per_stream": per_stream, "driver_read_count": driver.count(),
+                          "driver_read_ids": [r["id"] for r in driver.where("stream = 'ev:a'").orderBy("ms", "seq").limit(3).collect()],
+                          "executors": executors, "master": spark.sparkContext.master}))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
