@@ -263,6 +263,7 @@ def test_dumb_terminal_falls_back_to_a_plain_prompt_with_help_and_ctrl_c(tmp_pat
         t.expect(rb"XLEN key")
         t.expect(PROMPT)
         t.send(b"XLEN hal")
+        t.expect(rb"XLEN hal")                      # echoed: readline is waiting for more
         t.send(b"\x03")
         t.expect(PROMPT)
         t.send(b"XLEN s\r")
