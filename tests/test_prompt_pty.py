@@ -148,7 +148,7 @@ def test_history_is_recalled_with_up_in_a_new_session_and_kept_private(tmp_path,
     try:
         t.expect(PROMPT)
         t.send(b"XADD remembered 1-1 k v\r")
-        t.expect(rb"1-1")
+        t.expect(rb"\n1-1\r?\n")                    # the reply (not the echo of the line)
         t.expect(PROMPT)
         t.send(b"\x04")                             # Ctrl-D exits
         assert t.wait() == 0
@@ -230,7 +230,7 @@ def test_tab_completes_commands_and_stream_and_group_names_from_the_store(tmp_pa
         t.expect(rb"1-0  item=apple")
         t.expect(PROMPT)
         t.send(b"XINFO CONSUMERS orders billing\r")
-        t.expect(rb"bob")
+        t.expect(rb"bob\s+1\s")                     # a row of the reply, not a history suggestion
         t.expect(PROMPT)
         t.send(b"\x04")
         assert t.wait() == 0
