@@ -166,3 +166,34 @@ def test_commit_moves_the_group_to_the_offset_and_lag_to_0(tmp_path):
     assert (g["lag"], g["entries-read"], g["last-delivered-id"], g["consumers"]) == (0, 5, a_last, 1)
     reader.commit(start)                                     # never moves a group back
     assert group_info(db, "g:0", "grp")["last-delivered-id"] == a_last
+
+
+@pytest.mark.parametrize("opts,text", [
+    ({"end": "5"}, "unknown streaming read option(s) end"),
+    ({"start": "soon"}, "option start='soon' of a streaming read must be -, $ or an entry ID"),
+    ({"maxEntriesPerTrigger": "0"}, "option maxentriespertrigger must be a positive integer"),
+    ({"consumer": "c"}, "option 'consumer' needs option 'group'"),
+])
+def test_bad_streaming_options_give_a_clear_error(tmp_path, opts, text):
+    from pyspark.sql.datasource import CaseInsensitiveDict
+    from storage.spark import XStreamDataSource
+    ds = XStreamDataSource(CaseInsensitiveDict({"path": str(tmp_path / "db"), "stream": "s", **opts}))
+    with pytest.raises(ValueError) as e:
+        ds.streamReader(None)
+    assert str(e.value).startswith("xstream: " + text)
+
+
+def test_the_sink_needs_a_producer_or_a_checkpoint(tmp_path):
+    from pyspark.sql.datasource import CaseInsensitiveDict
+    from pyspark.sql.types import MapType, StringType, StructField, StructType
+    from storage.spark import XStreamStreamWriter
+    schema = StructType([StructField("fields", MapType(StringType(), StringType()))])
+
+    def writer(**opts):
+        return XStreamStreamWriter(CaseInsensitiveDict({"path": str(tmp_path / "db"), "stream": "out", **opts}),
+                                   schema)
+    with pytest.raises(ValueError) as e:
+        writer()
+    assert "option 'producer'" in str(e.value)
+    a, b = writer(checkpointLocation="/ck/a"), writer(checkpointLocation="/ck/b")
+    assert a.progress.startswith("spark-sink:") and a.progress != b.progress
