@@ -223,14 +223,20 @@ def test_older_than_archives_old_entries_only_with_progress_on_a_terminal(tmp_pa
     db, arch = tmp_path / "db", tmp_path / "arch"
     now = int(time.time() * 1000)
     old = ["XADD logs %d-0 msg old%d" % (now - 10 * DAY + i * 1000, i) for i in range(50)]
+    old.append("XADD logs %d-0 msg first msg second" % (now - 8 * DAY))    # a repeated field name
     new = ["XADD logs %d-0 msg new%d" % (now - 3_600_000 + i * 1000, i) for i in range(30)]
     xs(db, *(old + new))
-    code, out, term = _run_on_pty(XS + ["--db", str(db), "archive", "logs", "--to", str(arch), "--older-than", "7d"])
+    code, out, term = _run_on_pty(XS + ["--db", str(db), "archive", "logs", "--to", str(arch), "--older-than", "7d",
+                                        "--fields-list"])
     assert code == 0, term[-3000:]
-    assert out.startswith("archived 50 entries of 1 stream to %s (" % arch) and "trimmed 50" in out, out
+    assert out.startswith("archived 51 entries of 1 stream to %s (" % arch) and "trimmed 51" in out, out
     assert "xs archive: writing Parquet" in term and "xs archive: verifying" in term, term
     assert "Traceback" not in term and "WARN" not in term                 # Spark's log goes to its file
     assert sorted(r[1] for r in archive_rows(arch)) == sorted(l.split()[2] for l in old)
+    table = pads.dataset(arch, format="parquet", partitioning="hive").to_table().to_pylist()
+    dup = [r for r in table if r["id"] == "%d-0" % (now - 8 * DAY)][0]
+    assert [(x["name"], x["value"]) for x in dup["fields_list"]] == [("msg", "first"), ("msg", "second")]
+    assert dict(dup["fields"]) == {"msg": "second"}
     assert [f for _, f in stream_entries(db, ["logs"]).items()] == [["msg", "new%d" % i] for i in range(30)]
     assert os.path.getsize(arch / "_xs_archive.log") > 0
 
