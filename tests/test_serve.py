@@ -586,3 +586,36 @@ def test_a_client_that_reads_nothing_is_cut_at_the_output_limit_and_stalls_nobod
     err = served.proc.stderr.read()
     assert b"output buffer over 1048576 bytes" in err
     slow.close()
+
+
+def test_server_commands_client_libraries_use(served):
+    r = served.client()
+    r.xadd("a", {"f": 1})
+    r.xadd("b", {"f": 1})
+    assert r.dbsize() == 2
+    assert r.execute_command("FLUSHALL", "ASYNC")
+    assert r.dbsize() == 0
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r.execute_command("FLUSHDB", "LATER")
+    assert r.command_count() == len(r.command_list()) > 30
+    info = raw(served.port, b"COMMAND INFO xadd nope\r\n")
+    assert info.startswith(b"*2\r\n*10\r\n$4\r\nxadd\r\n:-5\r\n") and info.endswith(b"*-1\r\n") is False
+    assert info.endswith(b"$-1\r\n")
+    assert r.config_get("appendfsync") == {"appendfsync": "always"}
+    with pytest.raises(redis.ResponseError, match="Unknown option"):
+        r.config_set("no-such-thing", "1")
+    with pytest.raises(redis.ResponseError, match="fixed size"):
+        r.config_set("stream-node-max-entries", "50")
+    assert r.config_set("requirepass", "pw")            # new connections must AUTH now
+    with pytest.raises(redis.AuthenticationError):
+        served.client().xlen("a")
+    assert served.client(password="pw").xlen("a") == 0
+    out = raw(served.port, b"AUTH pw\r\nHELLO 3\r\nRESET\r\nXLEN a\r\n")
+    assert out.startswith(b"+OK\r\n%") and out.endswith(b"+RESET\r\n-NOAUTH Authentication required.\r\n")
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_1(served, tmp_path):
+    p = subprocess.run(XS + ["--db", str(tmp_path / "other"), "serve", "--port", str(served.port)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert p.returncode == 1
+    assert "address already in use" in p.stderr and "Traceback" not in p.stderr

@@ -223,6 +223,7 @@ def _local(*names, arity):
 
 
 _NOAUTH_OK = {b"AUTH", b"HELLO", b"QUIT", b"RESET"}
+_PROTO_CHANGERS = {b"HELLO", b"RESET"}
 _NOT_QUEUED = {b"EXEC", b"DISCARD", b"MULTI", b"WATCH", b"QUIT", b"RESET"}
 
 
@@ -433,6 +434,14 @@ class Server:
             n = len(argv)
             if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
                 batch.append(Item(reply=errors.wrong_arity(lname)))
+                continue
+            if name in _PROTO_CHANGERS:
+                # the replies before it go out in the protocol they were asked in,
+                # HELLO's own in the new one
+                await self._flush(c, batch)
+                batch = []
+                r = fn(self, c, argv)
+                batch.append(Item(reply=_Raw(encode(r, c.proto))))
                 continue
             r = fn(self, c, argv)
             if asyncio.iscoroutine(r):
