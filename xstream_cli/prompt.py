@@ -243,8 +243,8 @@ def complete_words(words, current, names):
     elif len(args) < len(positional):
         placeholder = positional[len(args)]
     cands = []
-    enc = os.fsencode
-    dec = os.fsdecode
+    enc = _unword
+    from xstream_cli.pretty import token as dec   # a name as typed: bare, or quoted with escapes
     key = enc(args[0]) if positional[:1] == ["key"] and args else None
     if placeholder in ("key", "newkey"):
         cands = [dec(n) for n in names.stream_names()]
@@ -267,6 +267,17 @@ def complete_words(words, current, names):
     if placeholder is None or current:
         result += match([k for k in keywords if k not in upper])
     return result
+
+
+def _unword(word):
+    """A typed word back to bytes (quotes and escapes as split_line reads them)."""
+    from xstream_cli.splitargs import SplitError, split_line
+    b = os.fsencode(word)
+    try:
+        parts = split_line(b)
+    except SplitError:
+        return b
+    return parts[0] if len(parts) == 1 else b
 
 
 def hint(text):
