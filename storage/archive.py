@@ -608,7 +608,8 @@ def archive(open_store, store_path, names, cut, directory, master=None, fields_l
         try:
             spark = spark_session(master, os.path.join(directory, LOG))
         except Exception as e:
-            raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), os.path.join(directory, LOG)))
+            raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e),
+                                                                        os.path.join(directory, LOG)))
         try:
             say("writing Parquet")
             try:

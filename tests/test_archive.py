@@ -12,7 +12,6 @@ import os
 import pty
 import signal
 import subprocess
-import sys
 import threading
 import time
 

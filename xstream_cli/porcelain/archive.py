@@ -30,7 +30,7 @@ import time
 import click
 
 from xstream_cli import context
-from xstream_cli.porcelain.ls import fail_missing, open_existing, parse_duration, select_streams, show
+from xstream_cli.porcelain.ls import fail_missing, open_existing, parse_duration, select_streams
 
 
 class Progress:
