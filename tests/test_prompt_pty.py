@@ -384,3 +384,29 @@ def test_stored_terminal_escapes_are_shown_escaped(tmp_path, args):
         assert bad not in shown, (bad, shown)
     assert b"\\x1b]0;owned\\a\\x1b[2J\\x1b[31mred\\xc2\\x9b\\x7f\\xff" in shown
     assert "München 日本".encode() in shown          # printable UTF-8 stays as it is
+
+
+# ------------------------------------------------------------ completion
+
+class _Names:
+    def stream_names(self):
+        return [b"events", b"my stream", b"evil\x1b[2J"]
+
+    def group_names(self, stream=None):
+        return {None: [b"billing", b"audit"], b"my stream": [b"billing"]}.get(stream, [])
+
+    def consumer_names(self, stream, group):
+        return [b"alice"] if (stream, group) == (b"my stream", b"billing") else []
+
+
+def test_completion_offers_names_as_they_must_be_typed():
+    from xstream_cli.prompt import complete_words
+    n = _Names()
+    assert complete_words(["XLEN"], "", n) == ["events", '"my stream"', '"evil\\x1b[2J"']
+    assert complete_words(["XACK", '"my stream"'], "", n) == ["billing"]
+    assert complete_words(["XCLAIM", '"my stream"', "billing"], "", n) == ["alice"]
+    assert complete_words(["XREADGROUP", "GROUP"], "a", n) == ["audit"]
+    assert complete_words([], "xinf", n) == ["xinfo"]
+    assert complete_words(["XINFO"], "C", n) == ["CONSUMERS"]
+    assert complete_words(["XRANGE", "events", "-", "+"], "", n) == ["COUNT"]
+    assert complete_words(["help"], "XAU", n) == ["XAUTOCLAIM"]
