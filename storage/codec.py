@@ -14,6 +14,9 @@ used for data):
   cpel      gid + cid + ms + seq -> ""       per-consumer PEL index
   ptime     gid + time + ms + seq -> ""      PEL by last delivery time
   idmp      sid + pid key + ...              idempotent-producer history
+  nodes     sid + ms + seq -> node record    the stream's listpack nodes as
+                                             Redis would have them, by master
+                                             ID (storage.nodes)
   meta      name -> value                    format version, counters,
                                              per-stream change counters
 
@@ -35,19 +38,21 @@ Format versions (``meta["format"]``; storage.migrate upgrades a store):
   2  records are msgpack maps that decode with a default for any field
      they lack (a field can be added without a migration); the
      consumer-by-id index has its own database, ``cnames``.
+  3  the ``nodes`` database: where Redis's listpack nodes would begin and
+     what they hold (approximate trimming removes whole nodes).
 """
 import struct
 
 import msgpack
 
-FORMAT_VERSION = 2          # what this code writes
+FORMAT_VERSION = 3          # what this code writes
 OLDEST_FORMAT = 1           # the oldest format storage.migrate upgrades
 
 SHORT_NAME = 400
 LMDB_KEY_MAX = 511
 
 DATABASES = (b"keys", b"entries", b"groups", b"consumers", b"cnames", b"pel", b"cpel", b"ptime",
-             b"idmp", b"meta")
+             b"idmp", b"meta", b"nodes")
 
 U64 = struct.Struct(">Q")
 ID = struct.Struct(">QQ")            # ms, seq
@@ -249,6 +254,36 @@ class Entries:
         return joined
 
 
+# =================================================================== nodes
+# A stream's listpack nodes (storage.nodes.Node), keyed like entries by
+# the node's master ID; the record is the fixed part (live, deleted, body
+# bytes, last ID) followed by the master field names as a msgpack array.
+
+_NODE = struct.Struct(">IIQQQ")      # live, deleted, body bytes, last ms, last seq
+
+
+def node_key(sid, i):
+    return _KEY3.pack(sid, i[0], i[1])
+
+
+def encode_node_names(names):
+    """The tail of a node record: the master field names (packed once per
+    node, kept by the caller)."""
+    return packb(list(names))
+
+
+def encode_node(live, deleted, body, last, names_blob):
+    return _NODE.pack(live, deleted, body, last[0], last[1]) + names_blob
+
+
+def decode_node(key, value):
+    """-> (master ID, live, deleted, body, last ID, names tuple, names blob)"""
+    live, deleted, body, lms, lseq = _NODE.unpack_from(value)
+    blob = value[_NODE.size:]
+    return (ID.unpack_from(key, 8), live, deleted, body, (lms, lseq),
+            tuple(msgpack.unpackb(blob, raw=True)), blob)
+
+
 # ================================================================= records
 #
 # Format 2: a msgpack map per record.  ``decode`` gives every field its
@@ -272,6 +307,7 @@ class StreamMeta:
                  "idmp_maxsize",   # IDMP-MAXSIZE, IIDs kept per producer
                  "idmp_stats",     # [pids tracked, iids tracked, iids added, duplicates]
                  "idmp_cfg",       # True once XCFGSET or IDMP touched the stream
+                 "nodes_from",     # first entry ID not yet in the ``nodes`` table, or None
                  "name")           # full name, kept only for hashed name keys
 
     def __init__(self, sid, name=None):
@@ -284,13 +320,17 @@ class StreamMeta:
         self.idmp_maxsize = 100
         self.idmp_stats = [0, 0, 0, 0]
         self.idmp_cfg = False
+        self.nodes_from = None
         self.name = name
 
     def encode(self):
-        return packb({"sid": self.sid, "length": self.length, "last-id": self.last_id,
-                      "max-deleted": self.max_deleted, "entries-added": self.entries_added,
-                      "idmp-duration": self.idmp_duration, "idmp-maxsize": self.idmp_maxsize,
-                      "idmp-stats": self.idmp_stats, "idmp-cfg": self.idmp_cfg, "name": self.name})
+        d = {"sid": self.sid, "length": self.length, "last-id": self.last_id,
+             "max-deleted": self.max_deleted, "entries-added": self.entries_added,
+             "idmp-duration": self.idmp_duration, "idmp-maxsize": self.idmp_maxsize,
+             "idmp-stats": self.idmp_stats, "idmp-cfg": self.idmp_cfg, "name": self.name}
+        if self.nodes_from is not None:
+            d["nodes-from"] = self.nodes_from
+        return packb(d)
 
     @classmethod
     def decode(cls, value):
@@ -304,6 +344,8 @@ class StreamMeta:
         m.idmp_maxsize = d.get("idmp-maxsize", 100)
         m.idmp_stats = list(d.get("idmp-stats", (0, 0, 0, 0)))
         m.idmp_cfg = d.get("idmp-cfg", False)
+        nf = d.get("nodes-from")
+        m.nodes_from = _pair(nf) if nf is not None else None
         return m
 
     @classmethod

@@ -8,19 +8,143 @@ is not stored anywhere: it is the first key under the prefix, one
 cursor step away.  What an addition means for ``last_id`` and
 ``entries_added``, and a deletion for ``max_deleted``, is the verbs'
 business (XADD, XDEL and trimming differ).
+
+Second invariant: the ``nodes`` database holds the stream's listpack
+nodes as Redis would have them (storage.nodes): every live entry lies in
+exactly one node, between its master ID and its last ID, and a node's
+``live`` is the number of entries stored in that span.  The methods
+that add or remove entries keep it: ``append*`` fill the last node or
+open a new one (so a snapshot restore or an import, which appends,
+rebuilds nodes as if the entries had been added in order with nothing
+deleted), ``delete`` flags an entry deleted in its node and frees the
+node with its last live entry (XDEL), and trimming
+(``trim_nodes``) works node by node as Redis's ``streamTrim`` does.  The last node of each stream a verb
+appends to is cached for the verb (one put per XADD).
 """
-from storage import codec
+from storage import codec, nodes as _nodes
 from storage.ids import MAX_ID, MIN_ID, fmt
+
+_ABSENT = object()
 
 
 class EntryLog:
     """Entries of every stream, in one transaction."""
 
-    __slots__ = ("_kv", "_db")
+    __slots__ = ("_kv", "_db", "_ndb", "_tails")
 
     def __init__(self, kv):
         self._kv = kv
         self._db = kv.db(b"entries")
+        self._ndb = kv.db(b"nodes")
+        self._tails = {}          # sid -> (last Node, its packed names) or None: no node
+
+    # --------------------------------------------------------------- nodes
+
+    def _decode_node(self, k, v):
+        master, live, deleted, body, last, names, blob = codec.decode_node(k, v)
+        return _nodes.Node(master, live, deleted, body, last, names), blob
+
+    def _tail(self, sid):
+        """(last node, packed names) of stream ``sid``, or None."""
+        t = self._tails.get(sid, _ABSENT)
+        if t is not _ABSENT:
+            return t
+        p = codec.sid_prefix(sid)
+        c = self._kv.cursor(self._ndb)
+        end = codec.prefix_end(p)
+        ok = c.prev() if (end and c.set_range(end)) else c.last()
+        t = None
+        if ok:
+            k, v = c.item()
+            if k[:8] == p:
+                t = self._decode_node(k, v)
+        self._tails[sid] = t
+        return t
+
+    def _put_node(self, sid, node, blob):
+        self._kv.put(self._ndb, codec.node_key(sid, node.master),
+                     codec.encode_node(node.live, node.deleted, node.body, node.last, blob))
+
+    def _node_of(self, sid, i):
+        """(node, packed names) of the node holding ID ``i``, or None."""
+        c = self._kv.cursor(self._ndb)
+        k = codec.node_key(sid, i)
+        if not c.set_range(k) or c.key() != k:
+            if not c.prev():
+                return None
+        k, v = c.item()
+        if k[:8] != codec.sid_prefix(sid):
+            return None
+        return self._decode_node(k, v)
+
+    def nodes(self, m):
+        """The nodes of ``m`` from the first on (storage.nodes.Node); each
+        is read when the previous one was handled, so a trimming step may
+        remove the node it was given."""
+        self.sync_nodes(m)
+        p = codec.sid_prefix(m.sid)
+        start = p
+        while True:
+            c = self._kv.cursor(self._ndb)
+            if not c.set_range(start):
+                return
+            k, v = c.item()
+            if k[:8] != p:
+                return
+            yield self._decode_node(k, v)[0]
+            start = k + b"\x00"
+
+    def node_count(self, m):
+        """How many nodes ``m`` has (XINFO STREAM's radix-tree-keys); in a
+        read transaction too (entries not yet in the node table are
+        counted as ``sync_nodes`` would add them, without writing)."""
+        n = sum(1 for _ in self._kv.iter_prefix(self._ndb, codec.sid_prefix(m.sid), values=False))
+        if m.nodes_from is not None:
+            t = self._tail(m.sid)
+            tail = _nodes.Node(t[0].master, t[0].live, t[0].deleted, t[0].body, t[0].last, t[0].names) \
+                if t is not None else None
+            rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
+                                                             start=codec.entry_key(m.sid, m.nodes_from)))
+            for i, v in rows:
+                tail, opened = _nodes.add(tail, i, codec.entry_fields(v))
+                n += opened
+        return n
+
+    def sync_nodes(self, m):
+        """Bring the node table of ``m`` up to date: the bulk paths
+        (``append_keyed``: script-mode runs of plain XADDs, restores,
+        imports) only note the first entry they added, and the nodes of
+        the entries from there on are made here, by whichever verb next
+        needs them (XADD, XDEL, trimming, XINFO) -- off the ingest path,
+        each entry once."""
+        start = m.nodes_from
+        if start is None:
+            return
+        m.nodes_from = None
+        rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
+                                                         start=codec.entry_key(m.sid, start)))
+        self._append_nodes(m, ((i, codec.entry_fields(v)) for i, v in rows))
+
+    def _append_nodes(self, m, items):
+        """Node bookkeeping for entries ``(ID, fields)`` appended to ``m``,
+        in order: one put per node touched."""
+        sid = m.sid
+        t = self._tail(sid)
+        node, blob = t if t is not None else (None, None)
+        dirty = False
+        for i, fields in items:
+            if node is not None and node.fits(_nodes.element_bytes(fields)):
+                node.append(i, fields)
+                dirty = True
+                continue
+            if dirty:
+                self._put_node(sid, node, blob)
+            node = _nodes.open_node(i, fields)
+            blob = codec.encode_node_names(node.names)
+            dirty = True
+        if dirty:
+            self._put_node(sid, node, blob)
+            self._tails[sid] = (node, blob)
 
     # ---------------------------------------------------------------- ends
 
@@ -112,44 +236,141 @@ class EntryLog:
 
     def append(self, m, i, fields):
         """Store entry ``i`` (above every ID of the stream)."""
+        self.sync_nodes(m)
         self._kv.put(self._db, codec.entry_key(m.sid, i), codec.encode_entry(fmt(i), fields))
         m.length += 1
+        self._append_nodes(m, ((i, fields),))
 
     def append_stored(self, m, items):
         """Store many ``(ID, stored value)`` pairs, ascending and above
         every ID of the stream; returns how many."""
         sid = m.sid
+        items = list(items)
+        self.sync_nodes(m)
         n = self._kv.putmulti(self._db, [(codec.entry_key(sid, i), v) for i, v in items], append=False)
         m.length += n
+        self._append_nodes(m, [(i, codec.entry_fields(v)) for i, v in items])
         return n
 
     def append_keyed(self, m, pairs):
         """Store ready-made ``(entry key, stored value)`` pairs of stream
-        ``m`` (the bulk-ingest path, which packs keys in its loop)."""
+        ``m`` (the bulk-ingest path, which packs keys in its loop).  Their
+        nodes are left for later (``m.nodes_from``, see ``sync_nodes``)."""
+        if not pairs:
+            return 0
         n = self._kv.putmulti(self._db, pairs)
         m.length += n
+        if m.nodes_from is None:
+            m.nodes_from = codec.id_from_entry_key(pairs[0][0])
         return n
 
     def delete(self, m, i):
-        """Remove entry ``i``; True if it was there."""
-        if self._kv.delete(self._db, codec.entry_key(m.sid, i)):
-            m.length -= 1
-            return True
-        return False
+        """Remove entry ``i`` (XDEL: flagged deleted in its node, the node
+        freed with its last live entry); True if it was there."""
+        sid = m.sid
+        k = codec.entry_key(sid, i)
+        if m.nodes_from is not None:
+            if self._kv.get(self._db, k) is None:
+                return False
+            self.sync_nodes(m)
+        if not self._kv.delete(self._db, k):
+            return False
+        m.length -= 1
+        t = self._tails.pop(sid, None)
+        found = t if t is not None and t[0].master <= i else self._node_of(sid, i)
+        if found is not None:
+            node, blob = found
+            node.mark_deleted()
+            if node.live <= 0:
+                self._kv.delete(self._ndb, codec.node_key(sid, node.master))
+            else:
+                self._put_node(sid, node, blob)
+        return True
+
+    # ------------------------------------------------- trimming, node by node
+
+    def trim_nodes(self, m, maxlen=None, minid=None, approx=False, limit=0):
+        """Redis's ``streamTrim`` (KEEPREF): from the first node, a node
+        goes whole if it can (MAXLEN: at least ``maxlen`` entries are left
+        without it; MINID: its last ID, deleted entries included, is below
+        ``minid``), while the live entries of whole nodes removed stay
+        within ``limit`` (0: no limit).  At the first node that cannot go
+        whole, ``approx`` stops; otherwise the entries beyond the threshold
+        are flagged deleted in that node, which stays.  Returns how many
+        entries went."""
+        deleted = 0
+        for node in self.nodes(m):
+            if maxlen is not None and m.length <= maxlen:
+                break
+            entries = node.live
+            if limit and deleted + entries > limit:
+                break
+            if maxlen is not None:
+                whole = m.length - entries >= maxlen
+            else:
+                whole = node.last < minid
+            if whole:
+                deleted += self._remove_node(m, node)
+                continue
+            if not approx:
+                if maxlen is not None:
+                    deleted += self._mark_first(m, node, m.length - maxlen)
+                else:
+                    deleted += self._mark_below(m, node, minid)
+            break
+        return deleted
 
     def delete_first(self, m, n):
-        """Remove the first ``n`` entries (``n <= m.length``)."""
-        done = self._kv.delete_first(self._db, codec.sid_prefix(m.sid), n)
-        m.length -= done
-        return done
+        """Remove the first ``n`` entries (``n <= m.length``): exact
+        trimming to ``m.length - n``."""
+        return self.trim_nodes(m, maxlen=m.length - n) if n > 0 else 0
 
     def delete_below(self, m, bound):
-        """Remove every entry with an ID below ``bound``; returns the count."""
-        done = self._kv.delete_below(self._db, codec.sid_prefix(m.sid), codec.entry_key(m.sid, bound))
+        """Remove every entry with an ID below ``bound`` (exact MINID
+        trimming); returns the count."""
+        return self.trim_nodes(m, minid=bound)
+
+    # streamTrim's steps: ``trim_nodes`` walks ``nodes(m)`` from the first,
+    # so the entries of the node at hand are the first ones.
+
+    def _remove_node(self, m, node):
+        """Free ``node`` with its live entries; returns how many went."""
+        sid = m.sid
+        self._tails.pop(sid, None)
+        p = codec.sid_prefix(sid)
+        done = self._kv.delete_below(self._db, p, codec.entry_key(sid, node.last) + b"\x00")
         m.length -= done
+        self._kv.delete(self._ndb, codec.node_key(sid, node.master))
+        return done
+
+    def _mark_first(self, m, node, n):
+        """Flag the first ``n`` live entries (all in ``node``) deleted."""
+        sid = m.sid
+        self._tails.pop(sid, None)
+        done = self._kv.delete_first(self._db, codec.sid_prefix(sid), n)
+        m.length -= done
+        node.mark_deleted(done)
+        self._put_node(sid, node, codec.encode_node_names(node.names))
+        return done
+
+    def _mark_below(self, m, node, bound):
+        """Flag the live entries below ID ``bound`` (all in ``node``)
+        deleted; the node stays, even with no live entry left (as in
+        Redis, whose exact MINID trimming does not free it)."""
+        sid = m.sid
+        self._tails.pop(sid, None)
+        done = self._kv.delete_below(self._db, codec.sid_prefix(sid), codec.entry_key(sid, bound))
+        if done:
+            m.length -= done
+            node.mark_deleted(done)
+            self._put_node(sid, node, codec.encode_node_names(node.names))
         return done
 
     def drop(self, m):
-        """Remove every entry of ``m`` (DEL)."""
-        self._kv.delete_prefix(self._db, codec.sid_prefix(m.sid))
+        """Remove every entry of ``m`` and its nodes (DEL)."""
+        p = codec.sid_prefix(m.sid)
+        self._kv.delete_prefix(self._db, p)
+        self._kv.delete_prefix(self._ndb, p)
+        self._tails.pop(m.sid, None)
+        m.nodes_from = None
         m.length = 0

@@ -36,7 +36,28 @@ def _v1_to_v2(kv):
         kv.put(cnames, codec.cname_key(gid, cid), name)
 
 
-STEPS = {1: _v1_to_v2}       # from version -> the step to the next
+def _v2_to_v3(kv):
+    """Format 2 -> 3: the ``nodes`` database (storage.nodes).  A format-2
+    store did not record where Redis's listpack nodes would begin, nor
+    what was deleted from them, so every stream is assumed to have been
+    added in ID order with Redis's default node sizes and nothing deleted
+    since: each stream record gets ``nodes-from`` = its first entry, and
+    storage.log builds those nodes from the entries when a verb first
+    needs them (as after a bulk ingest).  For a stream that did see XDEL
+    or trimming, the nodes then hold the same live entries but fewer
+    deleted ones than Redis's would, so approximate trimming of that old
+    part may free other whole nodes than Redis would; entries added after
+    the upgrade are tracked exactly."""
+    keys, entries = kv.db(b"keys"), kv.db(b"entries")
+    for k, v in list(kv.iter_prefix(keys, b"")):
+        m = codec.StreamMeta.decode(v)
+        first = kv.first_key(entries, codec.sid_prefix(m.sid))
+        if first is not None:
+            m.nodes_from = codec.id_from_entry_key(first)
+            kv.put(keys, k, m.encode())
+
+
+STEPS = {1: _v1_to_v2, 2: _v2_to_v3}       # from version -> the step to the next
 
 
 def migrate(lt, dbs, version):

@@ -25,6 +25,15 @@ leaves the target exactly as it was.  Payloads are length-prefixed and
 capped at ``MAX_RECORD``; nothing is ever evaluated (msgpack data and
 fixed-width integers only, no pickle).  Record layouts are codec's
 (``codec.SNAP_*``).
+
+A snapshot carries the live entries, not the listpack nodes Redis would
+keep them in (storage.nodes): a restore appends the entries, so their
+nodes are rebuilt as if they had been added in ID order with nothing
+deleted -- exact for a stream that never saw XDEL or trimming; for one
+that did, approximate trimming after a restore may free other whole
+nodes than it would have on the saved store (Redis's RDB, by contrast,
+keeps its listpacks).  Keeping the snapshot format (version 1) free of
+a detail of Redis's memory layout was preferred to carrying nodes.
 """
 import hashlib
 import os

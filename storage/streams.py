@@ -282,9 +282,8 @@ def stream_info(p, name, o):
     raise_deferred(o)
     from storage.groups import group_details
     from storage.info import IdmpInfo, StreamInfo
-    from storage.trim import NODE_ENTRIES
     log = p.log
-    info = StreamInfo(length=m.length, nodes=-(-m.length // NODE_ENTRIES),
+    info = StreamInfo(length=m.length, nodes=log.node_count(m),
                       last_generated_id=m.last_id, max_deleted_entry_id=m.max_deleted,
                       entries_added=m.entries_added, recorded_first_entry_id=log.first_id(m),
                       full=o.full)

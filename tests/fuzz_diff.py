@@ -1255,26 +1255,9 @@ def _consumer_listing(c):
         "consumers" in p for p, _, _ in c.leaves)
 
 
-ENTRY_READERS = {"XLEN", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XINFO STREAM", "XINFO GROUPS", "XPENDING",
-                 "XCLAIM", "XAUTOCLAIM", "XDEL", "XTRIM", "XADD", "XACK", "XGROUP SETID", "XSETID"}
-
-
-def _approx_trim(c):
-    """An approximate trim itself, or something that shows entries after
-    one succeeded earlier."""
-    def approx(h):
-        return h.argv[0].upper() in (b"XADD", b"XTRIM") and b"~" in h.argv and h.ok
-    if c.name in ("XADD", "XTRIM") and b"~" in c.argv:
-        return True
-    return c.name in ENTRY_READERS and c.earlier(approx)
-
-
 OPEN_DIVERGENCES = [
-    Known("approx_trim_by_nodes",
-          "issue 10: approximate trimming (~) must remove whole nodes as Redis fills them (100 entries / "
-          "4096 bytes)",
-          match=_approx_trim,
-          repro=["XADD s 1-0 f v", "XADD s 4-1 f v", "XDEL s 4-1", "XTRIM s MINID ~ 4-1"]),
+    # none: approx_trim_by_nodes (issue 10) was fixed by tracking Redis's
+    # listpack nodes (storage/nodes.py, tests/test_nodes.py)
 ]
 
 ALL_KNOWN = INTENDED_DIFFERENCES + OPEN_DIVERGENCES

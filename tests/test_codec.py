@@ -207,7 +207,7 @@ def test_pending_record_round_trips(cid, t, n):
 
 def test_database_set_is_fixed_and_named():
     assert set(codec.DATABASES) == {b"keys", b"entries", b"groups", b"consumers", b"cnames", b"pel", b"cpel",
-                                    b"ptime", b"idmp", b"meta"}
+                                    b"ptime", b"idmp", b"meta", b"nodes"}
 
 
 def test_records_decode_with_defaults_for_fields_they_lack():

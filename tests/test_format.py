@@ -161,3 +161,70 @@ def test_a_new_store_is_written_in_the_current_format(tmp_path):
     from storage.store import Store
     Store(str(tmp_path / "db")).close()
     assert stored_format(tmp_path / "db") == codec.FORMAT_VERSION
+
+
+# ------------------------------------------------------ format 2 -> 3 (nodes)
+# tests/fixtures/format2.data.mdb.gz was written by the xs of commit b6e5379
+# (format 2, no node table) with tests/fixtures/make_format2.py.
+
+EXPECTED2 = json.load(open(os.path.join(FIXTURES, "format2.expected.json")))
+
+
+def format2_store(tmp_path):
+    d = tmp_path / "format2"
+    d.mkdir()
+    with open(os.path.join(FIXTURES, "format2.data.mdb.gz"), "rb") as f:
+        (d / "data.mdb").write_bytes(gzip.decompress(f.read()))
+    return d
+
+
+def without_radix(cmd, r):
+    """radix-tree-* were estimates in format 2 (length / 100); they are
+    the node count now, compared below with Redis's."""
+    if cmd.startswith("XINFO STREAM") and isinstance(r, dict):
+        return {k: v for k, v in r.items() if not k.startswith("radix-tree")}
+    return r
+
+
+def test_a_format_2_store_opens_upgraded_and_reads_back_identically(tmp_path):
+    db = format2_store(tmp_path)
+    assert stored_format(db) == 2
+    got = replies(db, EXPECTED2["script"])
+    assert stored_format(db) == codec.FORMAT_VERSION == 3
+    assert len(got) == len(EXPECTED2["replies"])
+    for cmd, g, w in zip(EXPECTED2["script"], got, EXPECTED2["replies"]):
+        assert same(cmd, without_radix(cmd, g), without_radix(cmd, w)), (cmd, g, w)
+
+
+def test_an_upgraded_format_2_store_has_redis_nodes_for_streams_added_in_order(tmp_path):
+    """What redis-server 7.0.15 answers after make_format2.py's node setup
+    (250 small entries; 30 entries of 1000-byte values: 4 per node by the
+    4096-byte rule).  "holes" had entries XDEL'd before the upgrade: the
+    upgrade assumes none were (migrate._v2_to_v3), so its first node holds
+    100 live entries where Redis's holds 97."""
+    db = format2_store(tmp_path)
+    r = replies(db, ["XINFO STREAM nodes", "XINFO STREAM bigvals", "XTRIM nodes MAXLEN ~ 120",
+                     "XTRIM bigvals MAXLEN ~ 10", "XLEN bigvals", "XTRIM holes MAXLEN ~ 10", "XLEN holes",
+                     "XADD holes 4-0 f 1 g x", "XINFO STREAM holes"])
+    assert r[0]["radix-tree-keys"] == 3 and r[1]["radix-tree-keys"] == 8
+    assert r[2:5] == [100, 20, 10]
+    assert r[5:7] == [100, 46]
+    assert r[8]["radix-tree-keys"] == 1 and r[8]["length"] == 47
+
+
+def test_a_format_2_upgrade_builds_no_node_before_it_is_needed(tmp_path):
+    """The upgrade only marks each stream (nodes-from = its first entry):
+    it stays quick for big stores; nodes are made on first need."""
+    import lmdb
+    db = format2_store(tmp_path)
+    from storage.store import Store
+    Store(str(db)).close()
+    env = lmdb.open(str(db), max_dbs=len(codec.DATABASES) + 2, readonly=True, lock=False)
+    try:
+        with env.begin() as t:
+            assert t.stat(env.open_db(b"nodes", txn=t, create=False))["entries"] == 0
+            keys = env.open_db(b"keys", txn=t, create=False)
+            marks = {codec.name_from_key(k): codec.StreamMeta.decode(v).nodes_from for k, v in t.cursor(keys)}
+    finally:
+        env.close()
+    assert marks[b"nodes"] == (1, 0) and marks[b"holes"] == (3, 0) and marks[b"empty"] is None
