@@ -82,6 +82,8 @@ class RequestParser:
         self.need = 0
         data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
         pos = 0
+        if self._argv is None and data[:1] == b"*":
+            pos = _whole_frames(data, out, self.max_bulk)
         end = len(data)
         find = data.find
         try:
@@ -177,6 +179,44 @@ class RequestParser:
             return split_line(line)
         except SplitError:
             raise ProtocolError("Protocol error: unbalanced quotes in request")
+
+
+def _whole_frames(data, out, max_bulk):
+    """The fast path of the request reader: the complete, well-formed
+    multibulk requests at the start of ``data``, found with one split on
+    CRLF (an argument holding a CRLF, a malformed or an incomplete request
+    ends it, and the general loop goes on from there).  Appends them to
+    ``out``; returns how many bytes they took."""
+    toks = data.split(b"\r\n")
+    n = len(toks) - 1                    # the last token is not followed by CRLF
+    i = 0
+    used = 0
+    while i < n:
+        t = toks[i]
+        if t[:1] != b"*":
+            break
+        try:
+            argc = int(t[1:])
+        except ValueError:
+            break
+        if argc <= 0 or argc > 1024 or i + 2 * argc >= n:
+            break
+        argv = []
+        size = len(t) + 2
+        j = i + 1
+        for _ in range(argc):
+            h = toks[j]
+            v = toks[j + 1]
+            lv = len(v)
+            if h[:1] != b"$" or h[1:] != b"%d" % lv or lv > max_bulk:
+                return used
+            argv.append(v)
+            size += len(h) + lv + 4
+            j += 2
+        out.append(argv)
+        used += size
+        i = j
+    return used
 
 
 # ------------------------------------------------------------------- replies
