@@ -188,6 +188,7 @@ class Client:
         self.last_cmd = "NULL"
         self.closing = False
         self.task = None             # the task running this client's commands, while it has some
+        self.inflight = False        # a job sent by Server._pump is with the engine
         self.call = None             # the blocked wait in progress
         self.killed = False
         self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
@@ -289,6 +290,9 @@ class Server:
         while any(c.call is not None for c in self.clients.values()) and time.monotonic() < deadline:
             self.engine.cancel_all()
             await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while any(c.inflight for c in self.clients.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)          # jobs with the engine: their replies go out first
         busy = [c.task for c in self.clients.values() if c.task is not None]
         for c in list(self.clients.values()):
             c.closing = True                     # no new commands; those under way finish
@@ -360,20 +364,70 @@ class Server:
         if c.closing:
             return
         c.parser.feed(data)
-        if c.task is None and c.call is None:
-            c.task = self.loop.create_task(self._process(c))
+        if c.task is None and not c.inflight:
+            self._pump(c)
 
-    async def _process(self, c):
+    def _pump(self, c):
+        """Start on the client's buffered commands.  The common case, only
+        commands of the table (no MULTI, authenticated), goes to the engine
+        straight from here and is answered from a callback (no task);
+        anything else runs in a task (``_process``)."""
+        if c.closing or not c.writable.is_set():
+            if not c.closing:
+                c.task = self.loop.create_task(self._process(c))
+            return
+        cmds = c.parser.commands()
+        if not cmds:
+            return
+        if c.authed and c.multi is None:
+            local = _LOCAL
+            for a in cmds:
+                if type(a) is not list or a[0].upper() in local:
+                    break
+            else:
+                items = [self._item(a) for a in cmds]
+                c.inflight = True
+                c.last = time.monotonic()
+                c.last_cmd = cmds[-1][0].upper().decode("latin-1")
+                self.engine.submit(Job(items, lambda res: self._answered(c, items, res)))
+                return
+        c.task = self.loop.create_task(self._process(c, cmds))
+
+    def _answered(self, c, items, res):
+        """(loop) The engine ran a job sent by ``_pump``: send its replies,
+        then go on with what the client sent meanwhile."""
+        c.inflight = False
+        replies, blocked = res
+        self._send(c, b"".join([_encode(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
+        if blocked is not None:
+            c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
+            return
+        self._pump(c)
+
+    async def _after_block(self, c, items, blocked):
+        i, cmd, args, w = blocked
+        r = await self._block(c, cmd, args, w)
+        if c.closing:
+            return
+        self._send(c, encode(r, c.proto, True))
+        await self._flush(c, items[i + 1:])
+
+    async def _process(self, c, cmds=None, first=None):
         """Run the client's commands buffered so far (and those that
-        arrive meanwhile), in order."""
+        arrive meanwhile), in order (``cmds``: already taken from the
+        parser; ``first``: a coroutine to finish before)."""
         try:
+            if first is not None:
+                await first
+            if cmds is not None and not c.closing:
+                await self._dispatch(c, cmds)
             while not c.closing:
+                if not c.writable.is_set():
+                    await c.writable.wait()      # a slow reader waits alone
                 cmds = c.parser.commands()
                 if not cmds:
                     break
                 await self._dispatch(c, cmds)
-                if not c.writable.is_set():
-                    await c.writable.wait()      # a slow reader waits alone
         except Exception:
             log.exception("client %d: unexpected failure", c.id)
             c.closing = True
@@ -571,7 +625,12 @@ def _encode(r, proto, array_null=False):
 
 def _resolve_all(done):
     for fut, value in done:
-        if not fut.done():
+        if type(fut) is not asyncio.Future and not isinstance(fut, asyncio.Future):
+            try:
+                fut(value)                   # a callback (Server._answered)
+            except Exception:
+                log.exception("answering a client failed")
+        elif not fut.done():
             fut.set_result(value)
 
 
