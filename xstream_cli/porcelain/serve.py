@@ -9,7 +9,6 @@ same store.
 
 The server lives in xstream_cli.server.
 """
-import os
 import sys
 
 import click
