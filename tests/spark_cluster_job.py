@@ -1,8 +1,9 @@
 """A batch job for the standalone-cluster test (tests/test_spark_cluster.py):
 run as ``python tests/spark_cluster_job.py MASTER_URL STORE``; reads every
 ``ev:*`` stream with executor reads and with a driver-side read, writes
-per-user counts back to the stream ``counts`` and prints one JSON line
-with what it saw.  Its own process: a second SparkContext cannot live in
+per-user counts back to the stream ``counts``, reads the store by a path
+only the driver can resolve (both ways) and prints one JSON line with
+what it saw.  Its own process: a second SparkContext cannot live in
 the test process."""
 import json
 import os
@@ -25,6 +26,7 @@ def main(master, db):
              .config("spark.executorEnv.PYTHONPATH", ROOT)
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.python.authenticate.socketTimeout", "120s")
+             .config("spark.task.maxFailures", "1")
              .getOrCreate())
     try:
         spark.sparkContext.setLogLevel("ERROR")
@@ -38,10 +40,22 @@ def main(master, db):
         counts.write.format("xstream").option("path", db).option("stream", "counts").mode("append").save()
         driver = (spark.read.format("xstream").option("path", db).option("stream", "ev:*")
                   .option("driver_read", "true").option("partitions", "2").load())
+        # The store by a path relative to the driver's working directory: only
+        # the driver can open it (an executor runs in its own directory),
+        # as on a cluster whose executors are on other hosts.
+        rel = os.path.relpath(db)
+        driver_only = (spark.read.format("xstream").option("path", rel).option("stream", "ev:*")
+                       .option("driver_read", "true").load().count())
+        try:
+            spark.read.format("xstream").option("path", rel).option("stream", "ev:*").load().count()
+            executors_rel = "read"
+        except Exception as e:
+            executors_rel = "failed: cannot open store" if "cannot open store %s" % rel in str(e) else str(e)
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
         print(json.dumps({"per_stream": per_stream, "driver_read_count": driver.count(),
                           "driver_read_ids": [r["id"] for r in driver.where("stream = 'ev:a'").orderBy("ms", "seq").limit(3).collect()],
-                          "executors": executors, "master": spark.sparkContext.master}))
+                          "executors": executors, "master": spark.sparkContext.master,
+                          "driver_read_relative": driver_only, "executor_read_relative": executors_rel}))
     finally:
         spark.stop()
 

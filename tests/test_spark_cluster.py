@@ -1,8 +1,9 @@
 """The ``xstream`` data source on a small standalone Spark cluster: a
 master and one worker started from the pyspark package in their own
 JVMs (stopped at the end, also on failure), and a batch job submitted
-to it from a separate process (tests/spark_cluster_job.py).  Skipped
-without pyspark or Java."""
+to it from a separate process (tests/spark_cluster_job.py): executor
+reads and a write, and driver-side reads, also of a store that only the
+driver can open.  Skipped without pyspark or Java."""
 import glob
 import json
 import os
@@ -95,12 +96,15 @@ def test_batch_read_and_write_on_a_standalone_cluster(cluster, tmp_path):
     db = tmp_path / "db"
     xs(db, *["XADD ev:%s * user u%d" % ("ab"[i % 2], i % 3) for i in range(300)])
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "spark_cluster_job.py"), url, str(db)],
-                       capture_output=True, env=env, timeout=600, cwd=ROOT)
+                       capture_output=True, env=env, timeout=600, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
     got = json.loads(p.stdout.decode().strip().splitlines()[-1])
     assert got["master"] == url and got["executors"] == 1      # really ran on the cluster's executor
     assert got["per_stream"] == {"ev:a": 150, "ev:b": 150}
     assert got["driver_read_count"] == 300
+    # a store only the driver can open: driver_read works, executor reads cannot
+    assert got["driver_read_relative"] == 300
+    assert got["executor_read_relative"] == "failed: cannot open store"
     (first,) = xs(db, "XRANGE ev:a - + COUNT 3")
     assert got["driver_read_ids"] == [e[0] for e in first]
     (counts,) = xs(db, "XRANGE counts - +")
