@@ -18,8 +18,9 @@ open a new one (so a snapshot restore or an import, which appends,
 rebuilds nodes as if the entries had been added in order with nothing
 deleted), ``delete`` flags an entry deleted in its node and frees the
 node with its last live entry (XDEL), and trimming
-(``trim_nodes``) works node by node as Redis's ``streamTrim`` does.  The last node of each stream a verb
-appends to is cached for the verb (one put per XADD).
+(``trim_nodes``) works node by node as Redis's ``streamTrim`` does.  The last node of each stream is cached
+for the transaction (one put per XADD; storage.txn drops the cache when
+a verb is rolled back).
 """
 from storage import codec, nodes as _nodes
 from storage.ids import MAX_ID, MIN_ID, fmt
@@ -32,11 +33,14 @@ class EntryLog:
 
     __slots__ = ("_kv", "_db", "_ndb", "_tails")
 
-    def __init__(self, kv):
+    def __init__(self, kv, tails=None):
         self._kv = kv
         self._db = kv.db(b"entries")
         self._ndb = kv.db(b"nodes")
-        self._tails = {}          # sid -> (last Node, its packed names) or None: no node
+        # sid -> (last Node, its packed names) or None (no node); shared by
+        # the verbs of one transaction (storage.txn clears it when a verb
+        # is rolled back), so successive XADDs read the last node once
+        self._tails = tails if tails is not None else {}
 
     # --------------------------------------------------------------- nodes
 
@@ -236,7 +240,8 @@ class EntryLog:
 
     def append(self, m, i, fields):
         """Store entry ``i`` (above every ID of the stream)."""
-        self.sync_nodes(m)
+        if m.nodes_from is not None:
+            self.sync_nodes(m)
         self._kv.put(self._db, codec.entry_key(m.sid, i), codec.encode_entry(fmt(i), fields))
         m.length += 1
         self._append_nodes(m, ((i, fields),))

@@ -107,8 +107,8 @@ def str_size(b):
     as an integer if it is one, else as a string with a 1-, 2- or 5-byte
     header."""
     n = len(b)
-    if n < _LONG_STR_SIZE and n and 48 <= b[-1] <= 57:     # ends with a digit: maybe an integer
-        v = as_int(b)
+    if 0 < n < _LONG_STR_SIZE and 48 <= b[-1] <= 57 and (48 <= b[0] <= 57 or b[0] == 45):
+        v = as_int(b)                     # digits at both ends: maybe an integer
         if v is not None:
             return int_len(v) + 1
     if n < 64:

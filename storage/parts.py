@@ -28,10 +28,10 @@ class Parts:
 
     __slots__ = ("kv", "streams", "log", "now", "_idmp", "_groups", "_pel", "_refs")
 
-    def __init__(self, lt, dbs, now):
+    def __init__(self, lt, dbs, now, tails=None):
         kv = self.kv = KV(lt, dbs)
         self.streams = StreamTable(kv)
-        self.log = EntryLog(kv)
+        self.log = EntryLog(kv, tails)     # tails: the transaction's node cache
         self.now = now            # the verb's clock reading, ms
         self._idmp = self._groups = self._pel = self._refs = None
 

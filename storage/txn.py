@@ -93,6 +93,8 @@ class Txn:
         self._savepoints = savepoints
         self._failed = None          # the error that poisoned this transaction
         self.changed = set()         # streams changed by committed verbs
+        self._tails = {}             # last listpack node per stream (storage.log), kept
+                                     # across verbs; cleared when a verb is rolled back
 
     @staticmethod
     def now() -> int:
@@ -102,7 +104,7 @@ class Txn:
     # =========================================================== plumbing
 
     def _parts(self, lt):
-        return Parts(lt, self._store.dbs, self.now())
+        return Parts(lt, self._store.dbs, self.now(), self._tails)
 
     def _read(self, fn, *args):
         if self._failed is not None:
@@ -119,6 +121,7 @@ class Txn:
             try:
                 return fn(self._parts(self._lt), *args)
             except lmdb.ReadonlyError:
+                self._tails.clear()
                 raise WouldWrite()
             except lmdb.Error as e:
                 raise _store_error(e)
@@ -131,11 +134,13 @@ class Txn:
                 child.commit()
             except lmdb.Error as e:
                 child.abort()
+                self._tails.clear()
                 if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
                     self._failed = e
                 raise _store_error(e)
             except BaseException:
                 child.abort()
+                self._tails.clear()
                 raise
         else:
             try:

@@ -366,3 +366,35 @@ def test_bulk_appends_make_the_same_nodes_as_single_ones(store):
     built = nodes.build(items)
     assert check_node_table(p, a) == check_node_table(p, b) == built
     lt.abort()
+
+
+def test_a_rolled_back_verb_leaves_no_trace_in_the_cached_last_node(store, monkeypatch):
+    """The last node is cached across the verbs of a transaction; a verb
+    that fails after filling it (here: its trimming raises) is rolled
+    back, and so is the cache."""
+    import storage.trim
+    from storage import codec
+    from storage.options import AddOptions, KEEPREF, TrimOptions
+    from storage.parts import Parts
+    with store.write() as tx:
+        for k in range(1, 61):
+            tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k)))
+
+        def boom(*a):
+            raise RuntimeError("disk on fire")
+        monkeypatch.setattr(storage.trim, "trim", boom)
+        for k in range(61, 71):
+            with pytest.raises(RuntimeError):
+                tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k), trim=TrimOptions("maxlen", 5, True, 0, KEEPREF)))
+        monkeypatch.undo()
+        for k in range(61, 111):
+            tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k)))
+    lt = store.env.begin()
+    try:
+        p = Parts(lt, store.dbs, 0)
+        table = check_node_table(p, p.streams.get(b"s"))
+        assert [(n.master, n.live) for n in table] == [((1, 1), 100), ((1, 101), 10)]
+        assert table == nodes.build([((1, k), [b"f", b"v"]) for k in range(1, 111)])
+        assert codec.FORMAT_VERSION == 3
+    finally:
+        lt.abort()
