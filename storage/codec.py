@@ -276,6 +276,11 @@ def encode_node(live, deleted, body, last, names_blob):
     return _NODE.pack(live, deleted, body, last[0], last[1]) + names_blob
 
 
+def node_live(value):
+    """The live-entry count of a node record."""
+    return _NODE.unpack_from(value)[0]
+
+
 def decode_node(key, value):
     """-> (master ID, live, deleted, body, last ID, names tuple, names blob)"""
     live, deleted, body, lms, lseq = _NODE.unpack_from(value)
