@@ -55,7 +55,11 @@ def _mode_options(f):
 
 
 @click.group(cls=XsGroup, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False})
+             context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False},
+             epilog="\b\nRepeating a Redis command, as redis-cli:\n"
+                    "  -r N     run it N times (-1: until Ctrl-C)\n"
+                    "  -i SEC   wait SEC seconds between runs (e.g. 0.5)\n"
+                    "  xs -r 5 -i 1 XLEN events")
 @click.option("--db", metavar="PATH", help=context.DB_HELP)
 @_mode_options
 @click.option("--no-sync", is_flag=True, help=context.NO_SYNC_HELP)
