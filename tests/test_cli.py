@@ -360,3 +360,27 @@ def test_a_quoted_tilde_in_xs_db_means_the_home_directory(tmp_path):
     assert not (tmp_path / "~").exists()
     p = subprocess.run(XS + ["--db", "~/events", "XLEN", "s"], capture_output=True, env=env, cwd=str(tmp_path))
     assert p.stdout == b"1\n"
+
+
+@pytest.mark.parametrize("how", ["--db", "XS_DB"])
+def test_a_typoed_deep_store_path_is_an_error_naming_the_missing_directory(tmp_path, how):
+    path = tmp_path / "nosuch" / "deep" / "store"
+    env = dict(os.environ, XS_NO_SYNC="1")
+    argv = XS + ["XADD", "s", "1-0", "f", "v"]
+    if how == "--db":
+        argv = XS + ["--db", str(path), "XADD", "s", "1-0", "f", "v"]
+    else:
+        env["XS_DB"] = str(path)
+    p = subprocess.run(argv, capture_output=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 1
+    assert p.stderr == ("xs: cannot create the store %s: no such directory: %s\n"
+                        % (path, path.parent)).encode()
+    assert not (tmp_path / "nosuch").exists()
+
+
+def test_the_default_store_makes_its_directories(tmp_path):
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data" / "deeper"), XS_NO_SYNC="1")
+    env.pop("XS_DB", None)
+    p = subprocess.run(XS + ["XADD", "s", "1-0", "f", "v"], capture_output=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "data" / "deeper" / "xstream" / "data.mdb").exists()

@@ -71,7 +71,7 @@ def test_tail_follow_waits_for_a_stream_that_does_not_exist_yet(db):
     assert f.stdout.readline() == b"later 1-0 a=1\n"
     f.send_signal(signal.SIGINT)
     out, err = f.communicate(timeout=TIMEOUT)
-    assert f.returncode == 0 and err == b"" and out == b""
+    assert f.returncode == 130 and err == b"" and out == b""
 
 
 def test_tail_merges_streams_in_id_order(db):
@@ -241,7 +241,7 @@ def test_tail_follow_prints_new_entries_and_ctrl_c_exits_0(db):
     wait_blocked(f)
     f.send_signal(signal.SIGINT)
     out, err = f.communicate(timeout=TIMEOUT)
-    assert f.returncode == 0 and err == b"" and out == b""
+    assert f.returncode == 130 and err == b"" and out == b""
 
 
 def test_tail_follow_misses_nothing_between_backlog_and_follow(db):
@@ -313,4 +313,4 @@ def test_tail_group_follow_acks_each_entry(db):
         time.sleep(0.05)
     f.send_signal(signal.SIGINT)
     out, err = f.communicate(timeout=TIMEOUT)
-    assert f.returncode == 0 and err == b""
+    assert f.returncode == 130 and err == b""

@@ -171,10 +171,19 @@ def store_at(path, durable=True, readonly=False, create=True):
 
 
 def open_store(g, readonly=False, create=True):
-    """The store ``g`` names, or exit 1 with a message saying why not."""
+    """The store ``g`` names, or exit 1 with a message saying why not.
+
+    A store named by --db or XS_DB is created only in a directory that
+    exists (a typo'd deep path is an error naming the missing directory);
+    the default store's directories are made as needed."""
     from storage.store import StoreError
+    path = db_path(g)
+    if create and (g.db or os.environ.get("XS_DB")) and not os.path.lexists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            fail("cannot create the store %s: no such directory: %s" % (path, parent))
     try:
-        return store_at(db_path(g), g.durable, readonly, create)
+        return store_at(path, g.durable, readonly, create)
     except StoreError as e:
         fail(str(e))
 

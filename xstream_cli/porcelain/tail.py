@@ -452,5 +452,5 @@ def register(cli):
                             None if group is None else os.fsencode(group),
                             None if consumer is None else os.fsencode(consumer), line, not no_ack)
         except KeyboardInterrupt:
-            code = 0
+            code = context.EXIT_INTERRUPTED      # Ctrl-C: 130, as the man page says
         sys.exit(code)
