@@ -106,12 +106,7 @@ def completion(shell):
     --db on the command line being completed, else from xs's default
     store (xs _complete reads the environment as every xs command does).
     """
-    text = script(shell)
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        context.quiet_exit()
+    context.write_out(script(shell).encode("utf-8"))
 
 
 def register(cli):

@@ -22,12 +22,8 @@ def help_(command):
             click.echo("xs: no command %r%s; xs help lists them"
                        % (name, " (did you mean %s?)" % s if s else ""), err=True)
             sys.exit(1)
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        from xstream_cli import context
-        context.quiet_exit()
+    from xstream_cli import context
+    context.write_out(text.encode("utf-8"))
 
 
 def register(cli):
