@@ -35,8 +35,10 @@ cover every entry exactly once.  Entries bunched in one millisecond land
 in one partition (even ms split, not sampling).  Each partition opens the
 store read-only in the executor, reads its range in ONE read transaction
 (a consistent snapshot of that range) ``chunk`` entries at a time with a
-moving start, yields rows as it goes (never a whole partition in memory)
-and closes the store when done.  Partitions are separate snapshots:
+moving start, yields its rows as Arrow record batches of 10000 entries
+(``chunk`` when larger), built column by column from the stored entries,
+as it goes (never a whole partition in memory), and closes the store
+when done.  Partitions are separate snapshots:
 entries added after planning are not read (ranges end at the planned
 last ID); entries deleted between planning and reading are not returned.
 Filters on ``id``/``ms``/``ts`` are not pushed down (Spark 4.3 does that
@@ -131,7 +133,6 @@ its transaction: bound micro-batches with ``maxEntriesPerTrigger``.
 Assumes a task's input is the same on a retry (true for replayable
 sources like this one).
 """
-import datetime
 import hashlib
 
 from pyspark.errors import PySparkNotImplementedError
@@ -140,13 +141,12 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
                                     WriterCommitMessage)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from storage import glob, ids
+from storage import codec, glob, ids
 from storage.errors import RedisError
 from storage.options import AddOptions, GroupOptions, RangeOptions, StreamInfoOptions, TrimOptions
 
 NAME = "xstream"
 LONG_MAX = (1 << 63) - 1
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MAX_TS_MS = 253402300799999                # 9999-12-31T23:59:59.999Z
 _GLOB_CHARS = "*?[\\"
 
@@ -393,27 +393,157 @@ class XStreamReader(DataSourceReader):
         return _read_range(self.plan, partition)
 
 
+_BATCH_ROWS = 10000     # entries per Arrow batch a partition yields (its memory bound)
+
+
 def _read_range(p, partition):
-    """The rows of one partition's ID range, in one read transaction,
-    ``p.chunk`` entries at a time."""
+    """One partition's ID range as Arrow record batches of ``_BATCH_ROWS``
+    entries (``chunk`` when larger; the last one fewer), in one read
+    transaction, ``p.chunk`` entries per range call."""
     name = partition.stream
     stream = _text(name, "stream name", name, None)
+    schema = _arrow_schema(p.binary, p.fields_list)
+    target = max(p.chunk, _BATCH_ROWS)
     store = _open(p.path, False)
     try:
         with store.read() as tx:
-            lo = partition.lo
-            while lo <= partition.hi:
-                entries = tx.range(name, RangeOptions(lo, partition.hi, p.chunk))
-                if not entries:
-                    return
-                for id_text, fields in entries:
-                    yield _row(stream, id_text, fields, p.binary, p.fields_list, name)
-                last = _id(id_text)
-                if len(entries) < p.chunk or last >= partition.hi:
-                    return
-                lo = ids.incr(last)
+            lo, buf = partition.lo, []
+            while lo is not None and lo <= partition.hi:
+                got = _stored(tx.range(name, RangeOptions(lo, partition.hi, p.chunk)))
+                buf.extend(got)
+                lo = None
+                if len(got) == p.chunk:
+                    last = _id(codec.decode_entry(got[-1])[0])
+                    lo = ids.incr(last) if last < partition.hi else None
+                while len(buf) >= target or (buf and lo is None):
+                    yield _batch(schema, stream, buf[:target], p.binary, p.fields_list, name)
+                    buf = buf[target:]
     finally:
         store.close()
+
+
+def _stored(entries):
+    """The stored values (codec.encode_entry) of a range reply."""
+    if entries is None:
+        return []
+    if isinstance(entries, codec.Entries):
+        return entries.values
+    return [codec.encode_entry(i, f) for i, f in entries]
+
+
+def _arrow_schema(binary, with_list):
+    """The Arrow schema Spark expects for ``_schema(binary, with_list)``
+    (pyspark's own conversion: it compares batches with it exactly)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (ArrayType, BinaryType, LongType, MapType, StringType, StructField, StructType,
+                                   TimestampType)
+    v = BinaryType() if binary else StringType()
+    cols = [StructField("stream", StringType()), StructField("id", StringType()), StructField("ms", LongType()),
+            StructField("seq", LongType()), StructField("ts", TimestampType()),
+            StructField("fields", MapType(StringType(), v))]
+    if with_list:
+        cols.append(StructField("fields_list", ArrayType(StructType([StructField("name", v),
+                                                                     StructField("value", v)]))))
+    return to_arrow_schema(StructType(cols), timezone="UTC")
+
+
+def _batch(schema, stream, values, binary, with_list, name):
+    """Stored entry values -> one record batch of ``schema``, column by
+    column (no Python object per row on the text-form path)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n = len(values)
+    raw = pa.array(values, pa.binary())
+    starts = np.frombuffer(raw.buffers()[1], dtype=np.int32, count=n)
+    if (np.frombuffer(raw.buffers()[2], dtype=np.uint8)[starts] == 0).any():
+        # some entry is in msgpack form (a field with a newline): split in Python
+        flat, offsets = [], [0]
+        for v in values:
+            i, f = codec.decode_entry(v)
+            flat.append(bytes(i))
+            flat.extend(bytes(x) for x in f)
+            offsets.append(len(flat))
+        parts = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.binary()))
+    else:
+        # text form: "ms-seq\nfield\nvalue..." -> [id, field, value, ...]
+        parts = pc.split_pattern(raw, pattern=b"\n")
+    offs = parts.offsets.to_numpy().astype(np.int64)
+    flat = parts.values
+    foffs = (offs - np.arange(n + 1)) // 2                   # per entry: its field pairs
+    pairs = np.diff(foffs)
+    m = int(foffs[-1])
+    # the k-th pair of entry i: its name at offs[i] + 1 + 2k, its value next
+    kpos = np.repeat(offs[:-1] + 1 - 2 * foffs[:-1], pairs) + 2 * np.arange(m)
+    keys_bin = flat.take(pa.array(kpos))
+    vals_bin = flat.take(pa.array(kpos + 1))
+    id_text = flat.take(pa.array(offs[:-1])).cast(pa.string())
+    ms_seq = pc.split_pattern(id_text, pattern="-")
+    ms_u = pc.list_element(ms_seq, 0).cast(pa.uint64())
+    seq_u = pc.list_element(ms_seq, 1).cast(pa.uint64())
+    null = pa.scalar(None, pa.uint64())
+
+    def at_most(a, top):
+        return pc.if_else(pc.greater(a, pa.scalar(top, pa.uint64())), null, a).cast(pa.int64())
+    ts = pc.multiply(at_most(ms_u, _MAX_TS_MS), 1000).cast(pa.timestamp("us", tz="UTC"))
+    try:
+        keys = keys_bin.cast(pa.string())
+        vals = vals_bin if binary else vals_bin.cast(pa.string())
+    except pa.ArrowInvalid:
+        _raise_not_utf8(values, binary, name)
+        raise
+    mkeys, mvals, moffs = _last_wins(keys, vals, foffs, pairs)
+    one = stream.encode("utf-8")
+    stream_col = pa.StringArray.from_buffers(n, pa.py_buffer((np.arange(n + 1) * len(one)).astype(np.int32)),
+                                             pa.py_buffer(one * n))
+    cols = [stream_col, id_text, at_most(ms_u, LONG_MAX), at_most(seq_u, LONG_MAX), ts,
+            pa.MapArray.from_arrays(pa.array(moffs.astype(np.int32)), mkeys, mvals, type=schema.field("fields").type)]
+    if with_list:
+        ltype = schema.field("fields_list").type
+        pairs = pa.StructArray.from_arrays([keys_bin if binary else keys, vals], fields=list(ltype.value_type))
+        cols.append(pa.ListArray.from_arrays(pa.array(foffs.astype(np.int32)), pairs, type=ltype))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _last_wins(keys, vals, offs, pairs):
+    """The ``fields`` map's entries: a name given twice in an entry keeps
+    its first place and its last value (like a Python dict)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    m, n = len(keys), len(pairs)
+    if m == 0:
+        return keys, vals, offs
+    enc = pc.dictionary_encode(keys)
+    codes = enc.indices.to_numpy().astype(np.int64)
+    if len(enc.dictionary) <= 62 and pairs.min() > 0:
+        # one bit per name: an entry's bits add up to their OR unless a name repeats
+        bits = np.left_shift(np.int64(1), codes)
+        starts = offs[:-1]
+        if (np.add.reduceat(bits, starts) == np.bitwise_or.reduceat(bits, starts)).all():
+            return keys, vals, offs
+    entry = np.repeat(np.arange(n, dtype=np.int64), pairs)
+    pair = entry * (int(codes.max()) + 1) + codes
+    uniq, first = np.unique(pair, return_index=True)
+    if len(uniq) == m:
+        return keys, vals, offs
+    _, rlast = np.unique(pair[::-1], return_index=True)
+    order = np.argsort(first)
+    kpos, vpos = first[order], (m - 1 - rlast)[order]
+    new_offs = np.concatenate(([0], np.cumsum(np.bincount(entry[kpos], minlength=n))))
+    return keys.take(pa.array(kpos)), vals.take(pa.array(vpos)), new_offs
+
+
+def _raise_not_utf8(values, binary, name):
+    """The error of the first entry with a field name (or, without
+    ``binary``, a value) that is not UTF-8."""
+    for v in values:
+        id_text, fields = codec.decode_entry(v)
+        for f in fields[0::2]:
+            _text(f, "field name", name, id_text)
+        if not binary:
+            for f in fields[1::2]:
+                _text(f, "field value", name, id_text)
 
 
 def _id(text):
@@ -429,22 +559,6 @@ def _text(b, what, stream, id_text):
             bytes(id_text).decode(), stream)
         hint = " (read it with option binary=true)" if what == "field value" else ""
         raise XStreamError("%s %r in %s is not UTF-8%s" % (what, bytes(b), where, hint))
-
-
-def _row(stream, id_text, fields, binary, with_list, name):
-    ms, seq = _id(id_text)
-    ts = _EPOCH + datetime.timedelta(milliseconds=ms) if ms <= _MAX_TS_MS else None
-    keys = [_text(f, "field name", name, id_text) for f in fields[0::2]]
-    if binary:
-        values = [bytes(v) for v in fields[1::2]]
-    else:
-        values = [_text(v, "field value", name, id_text) for v in fields[1::2]]
-    row = (stream, bytes(id_text).decode(), ms if ms <= LONG_MAX else None, seq if seq <= LONG_MAX else None,
-           ts, dict(zip(keys, values)))
-    if with_list:
-        names = [bytes(f) for f in fields[0::2]] if binary else keys
-        row += ([(k, v) for k, v in zip(names, values)],)
-    return row
 
 
 # ============================================================ streaming

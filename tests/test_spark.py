@@ -74,6 +74,47 @@ def test_non_utf8_values_fail_the_default_read_and_come_back_with_binary(spark, 
                                                                              (b"g", b"plain")]
 
 
+def test_ids_too_big_for_a_long_give_null_ms_seq_and_ts_past_9999_is_null(spark, tmp_path):
+    db = tmp_path / "db"
+    xs(db, "XADD e 253402300799999-9223372036854775807 k a", "XADD e 253402300800000-9223372036854775808 k b",
+       "XADD e 9223372036854775808-0 k c", "XADD e 18446744073709551615-18446744073709551615 k d")
+    rows = read(spark, db, "e").collect()
+    assert [(r.id, r.ms, r.seq, r.ts) for r in rows] == [
+        ("253402300799999-9223372036854775807", 253402300799999, 9223372036854775807,
+         datetime.datetime(9999, 12, 31, 23, 59, 59, 999000)),
+        ("253402300800000-9223372036854775808", 253402300800000, None, None),
+        ("9223372036854775808-0", None, 0, None),
+        ("18446744073709551615-18446744073709551615", None, None, None)]
+
+
+def test_spark_sql_sees_one_map_key_per_field_with_its_last_value(spark, tmp_path):
+    from pyspark.sql import functions as F
+    db = tmp_path / "db"
+    # an entry whose fields hold newlines is stored apart from the text-form ones: both in one read
+    xs(db, "XADD m 1-0 a x b y a z", 'XADD m 2-0 a "1\\n2" a 3 c "\\n"', "XADD m 3-0 b q")
+    df = read(spark, db, "m", fields_list="true").orderBy("id")
+    got = df.select("id", F.col("fields")["a"].alias("a"), F.map_keys("fields").alias("k"),
+                    F.size("fields_list").alias("n")).collect()
+    assert [tuple(r) for r in got] == [("1-0", "z", ["a", "b"], 3), ("2-0", "3", ["a", "c"], 3),
+                                       ("3-0", None, ["b"], 1)]
+    assert [r.fields for r in df.collect()] == [{"a": "z", "b": "y"}, {"a": "3", "c": "\n"}, {"b": "q"}]
+    assert [(f.name, f.value) for f in df.collect()[1].fields_list] == [("a", "1\n2"), ("a", "3"), ("c", "\n")]
+
+
+def test_a_partition_is_read_in_bounded_batches_covering_every_entry_once(spark, tmp_path):
+    from storage.spark import XStreamReader, _ReadPlan
+    db = tmp_path / "db"
+    xs(db, *["XADD many %d-%d i %d" % (1 + i // 4, i % 4, i) for i in range(23456)])
+    reader = XStreamReader(_ReadPlan({"path": str(db), "stream": "many", "chunk": "999"}))
+    (part,) = reader.partitions()
+    sizes = [b.num_rows for b in reader.read(part)]
+    assert sum(sizes) == 23456 and max(sizes) <= 10000 and len(sizes) == 3    # never the whole partition at once
+    df = read(spark, db, "many", chunk="999")
+    assert df.count() == 23456
+    assert df.selectExpr("count(distinct id)", "sum(cast(fields['i'] as long))").first() == (23456,
+                                                                                                23456 * 23455 // 2)
+
+
 def test_start_end_and_exclusive_bounds(spark, tmp_path):
     db = tmp_path / "db"
     xs(db, *["XADD r %d-%d k v" % (ms, seq) for ms in range(1, 6) for seq in range(2)])
