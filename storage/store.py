@@ -507,9 +507,7 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
     try:
         f = os.open(STORE_LOCK, flags | (os.O_CREAT if create else 0), 0o600, dir_fd=dir_fd)
     except OSError as e:
-        st = _lstat(dir_fd, STORE_LOCK) if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR) else None
-        if st is not None:
-            raise UnsafeEntry("%s %s" % (STORE_LOCK, _unsafe(st, "file") or "cannot be opened"))
+        _refuse_unsafe(dir_fd, STORE_LOCK, STORE_LOCK, "file", e)
         if create and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
             return take_store_lock(dir_fd, False, exclusive, wait, open_only)
         if not create and e.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM):
@@ -519,15 +517,7 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
         else:
             raise
     try:
-        st = os.fstat(f)
-        why = _unsafe(st, "file")
-        if why:
-            raise UnsafeEntry("%s %s" % (STORE_LOCK, why))
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            try:
-                os.fchmod(f, 0o600)
-            except OSError:
-                pass
+        _check_opened(f, STORE_LOCK, "file", strict=False)
         if open_only:
             return f
         if not exclusive:
@@ -595,10 +585,40 @@ def _unsafe(st, kind):
 def _private(dir_fd, name, st, kind, strict):
     """Set the mode of a checked entry to 0700 / 0600 if it is not
     (``strict``: a failure to do so is an error)."""
-    want = 0o700 if kind == "dir" else 0o600
+    want = _PRIVATE[kind]
     if stat.S_IMODE(st.st_mode) != want:
         try:
             os.chmod(name, want, dir_fd=dir_fd)
+        except OSError:
+            if strict:
+                raise
+
+
+_PRIVATE = {"dir": 0o700, "file": 0o600}
+# what a no-follow open of an entry that is a link or of the wrong kind fails with
+_REFUSED_OPEN = {"dir": (errno.ELOOP, errno.ENOTDIR), "file": (errno.ELOOP, errno.ENXIO, errno.EISDIR)}
+
+
+def _refuse_unsafe(dir_fd, name, label, kind, err):
+    """After a no-follow open of ``name`` failed with ``err``: raise
+    UnsafeEntry (named ``label``) if the entry is a link or of the wrong
+    kind; otherwise return (the caller decides about ``err``)."""
+    if err.errno in _REFUSED_OPEN[kind]:
+        st = _lstat(dir_fd, name)
+        if st is not None:
+            raise UnsafeEntry("%s %s" % (label, _unsafe(st, kind) or "cannot be opened"))
+
+
+def _check_opened(fd, label, kind, strict=True):
+    """Check an opened store entry (raises UnsafeEntry named ``label``)
+    and make it private (``strict``: a failure to do so is an error)."""
+    st = os.fstat(fd)
+    why = _unsafe(st, kind)
+    if why:
+        raise UnsafeEntry("%s %s" % (label, why))
+    if stat.S_IMODE(st.st_mode) != _PRIVATE[kind]:
+        try:
+            os.fchmod(fd, _PRIVATE[kind])
         except OSError:
             if strict:
                 raise
@@ -658,21 +678,10 @@ def open_private_dir(dir_fd, name, label, create=True, strict=True):
     try:
         fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as e:
-        st = _lstat(dir_fd, name) if e.errno in (errno.ELOOP, errno.ENOTDIR) else None
-        if st is not None:
-            raise UnsafeEntry("%s %s" % (label, _unsafe(st, "dir") or "cannot be opened"))
+        _refuse_unsafe(dir_fd, name, label, "dir", e)
         raise
     try:
-        st = os.fstat(fd)
-        why = _unsafe(st, "dir")
-        if why:
-            raise UnsafeEntry("%s %s" % (label, why))
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            try:
-                os.fchmod(fd, 0o700)
-            except OSError:
-                if strict:
-                    raise
+        _check_opened(fd, label, "dir", strict)
     except BaseException:
         os.close(fd)
         raise
@@ -687,17 +696,10 @@ def make_private_file(dir_fd, name, label, exclusive=False):
     try:
         f = os.open(name, flags | (os.O_EXCL if exclusive else 0), 0o600, dir_fd=dir_fd)
     except OSError as e:
-        st = _lstat(dir_fd, name) if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR) else None
-        if st is not None:
-            raise UnsafeEntry("%s %s" % (label, _unsafe(st, "file") or "cannot be opened"))
+        _refuse_unsafe(dir_fd, name, label, "file", e)
         raise
     try:
-        st = os.fstat(f)
-        why = _unsafe(st, "file")
-        if why:
-            raise UnsafeEntry("%s %s" % (label, why))
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(f, 0o600)
+        _check_opened(f, label, "file")
     finally:
         os.close(f)
 
