@@ -4,17 +4,15 @@ make compaction fail clearly (and keep working), a killed compaction
 leaves a store with all its data."""
 import json
 import os
-import pty
-import select
 import signal
 import stat
 import subprocess
 import sys
 import time
 
-import pytest
 
 from tests.conftest import ROOT, XS
+from tests._helpers import stderr_on_pty  # noqa: E402
 
 ENV = dict(os.environ, XS_NO_PROGRESS="1")
 
@@ -219,32 +217,8 @@ def test_a_read_only_open_holds_the_store_lock(tmp_path):
 
 
 def on_pty(argv, timeout=60):
-    """Run ``argv`` with stderr on a pseudo-terminal; (status, shown)."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm", COLUMNS="200")
-    p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env)
-    os.close(slave)
-    shown = []
-    end = time.monotonic() + timeout
-    try:
-        while time.monotonic() < end:
-            r, _, _ = select.select([master], [], [], 0.2)
-            if r:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                shown.append(data)
-            elif p.poll() is not None:
-                break
-        p.wait(timeout=max(1, end - time.monotonic()))
-    finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(master)
-    return p.returncode, b"".join(shown).decode("utf-8", "replace"), p.stdout.read().decode()
+    """Run ``argv`` with stderr on a pseudo-terminal; (status, shown, stdout)."""
+    return stderr_on_pty(argv, timeout=timeout, columns=200, capture_stdout=True)
 
 
 def test_compact_waits_for_a_holder_that_finishes_saying_so_on_a_terminal(tmp_path):

@@ -5,8 +5,6 @@ progress on a terminal only."""
 import base64
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import time
@@ -14,6 +12,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, XS
+from tests._helpers import stderr_on_pty  # noqa: E402
 
 ENV = dict(os.environ, XS_NO_PROGRESS="1")
 
@@ -242,32 +241,7 @@ def test_an_import_killed_midway_is_completed_by_a_rerun_with_skip_existing(tmp_
 
 def on_pty(argv, stdin, timeout=300):
     """Run ``argv`` with stderr on a pseudo-terminal; (status, shown)."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120")
-    env.pop("XS_NO_PROGRESS", None)
-    p = subprocess.Popen(argv, cwd=ROOT, stdin=stdin, stdout=subprocess.DEVNULL, stderr=slave, env=env)
-    os.close(slave)
-    shown = []
-    end = time.monotonic() + timeout
-    try:
-        while time.monotonic() < end:
-            r, _, _ = select.select([master], [], [], 0.2)
-            if r:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                shown.append(data)
-            elif p.poll() is not None:
-                break
-        p.wait(timeout=max(1, end - time.monotonic()))
-    finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(master)
-    return p.returncode, b"".join(shown).decode("utf-8", "replace")
+    return stderr_on_pty(argv, stdin, timeout)[:2]
 
 
 def test_import_progress_shows_on_a_terminal_and_not_on_a_pipe(tmp_path):

@@ -4,8 +4,6 @@ show progress on a terminal (pseudo-terminal) without failing, and
 xs export -o writes through a private temporary file."""
 import json
 import os
-import pty
-import select
 import shutil
 import stat
 import subprocess
@@ -14,6 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, XS, run_xs
+from tests._helpers import stderr_on_pty  # noqa: E402
 
 TIMEOUT = 60
 XS_SH = " ".join(XS)
@@ -119,33 +118,7 @@ def test_tail_no_ack_needs_a_group(db):
 def on_pty(argv, stdin=None, timeout=TIMEOUT):
     """Run ``argv`` with stderr on a pseudo-terminal; returns (status,
     what the terminal showed)."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="100")
-    env.pop("XS_NO_PROGRESS", None)
-    p = subprocess.Popen(argv, cwd=ROOT, stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=slave, env=env)
-    os.close(slave)
-    shown = []
-    end = time.monotonic() + timeout
-    try:
-        while time.monotonic() < end:
-            r, _, _ = select.select([master], [], [], 0.2)
-            if r:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:          # EIO: the terminal's last user is gone
-                    break
-                if not data:
-                    break
-                shown.append(data)
-            elif p.poll() is not None:
-                break
-        status = p.wait(timeout=max(1, end - time.monotonic()))
-    finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(master)
-    return status, b"".join(shown).decode("utf-8", "replace")
+    return stderr_on_pty(argv, stdin, timeout, columns=100)[:2]
 
 
 def _jsonl(path, n, stream="big"):
