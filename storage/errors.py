@@ -70,6 +70,13 @@ def unknown_subcommand(sub, container):
     return RedisError("ERR unknown subcommand '%s'. Try %s HELP." % (_s(sub, 128), container.upper()))
 
 
+def read_only(reason):
+    """A write on a store this user may only read (Redis's READONLY
+    code, which clients map to their read-only error; Redis's own text
+    speaks of a replica)."""
+    return RedisError("READONLY You can't write against a read only store (%s)" % reason)
+
+
 def no_such_key():
     return RedisError("ERR no such key")
 

@@ -69,6 +69,8 @@ import errno
 import fcntl
 import os
 import stat
+import struct
+import sys
 import time
 
 import lmdb
@@ -98,6 +100,18 @@ class NeedsWriteAccess(StoreError):
     a database, or must be upgraded.  An open for writing may succeed."""
 
 
+class ReadOnlyStore(StoreError):
+    """The store exists and may be read, but this user may not write it:
+    its files are not writable (``chmod -R a-w``) or it is on a read-only
+    file system.  A read-only open works (``Store(path, readonly=True)``).
+    ``reason``: why, in a few words ("data.mdb is not writable by this
+    user")."""
+
+    def __init__(self, path, reason):
+        StoreError.__init__(self, "cannot write to store %s: %s" % (path, reason))
+        self.reason = reason
+
+
 class UnsafeEntry(Exception):
     """An entry of a store that must not be used: a link, another user's,
     or not of the kind it should be.  The text names it: ``lock.mdb is a
@@ -121,6 +135,7 @@ class Store:
         self._shared_lock = shared_lock
         self.root = path
         self._broken = None       # why the environment had to be closed
+        self.why_read_only = None  # why this user cannot write (ReadOnlyStore.reason; set by the opener)
         self._readers_checked = 0.0
         self.env = self._open_env(create and not readonly)
         self.dbs = {}
@@ -164,6 +179,14 @@ class Store:
             data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
             lock = check_entry(fd, "lock.mdb", "lock.mdb", "file", strict)
             check_notify_dir(fd, strict)
+            why = _read_only(fd) if data is not None else None
+            if why and not self.readonly:
+                raise ReadOnlyStore(path, why)
+            lockless = bool(why)
+            if lockless:
+                _no_writer(self.lock_fd, path)
+            elif not self.readonly:
+                _mark_writer(self.lock_fd)
             if create and data is None:
                 creating = True
                 _make_file(fd, "data.mdb", self._fill_data, self.durable)
@@ -174,7 +197,7 @@ class Store:
                     if create:
                         raise
             return lmdb.open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
-                             metasync=self.durable, writemap=False, lock=True, readonly=self.readonly,
+                             metasync=self.durable, writemap=False, lock=not lockless, readonly=self.readonly,
                              create=create, max_readers=MAX_READERS, mode=0o600)
         except BaseException as e:
             self._close_dir()
@@ -287,6 +310,8 @@ class Store:
         commit if ``write`` and ``fn`` returned, abort otherwise.  With
         ``savepoints`` every write verb is atomic on its own (script
         mode).  Run again from scratch if the map must grow."""
+        if write and self.readonly:
+            raise StoreFailure(self._read_only_failure())
         if write and time.monotonic() - self._readers_checked >= READER_CHECK_S:
             self.check_readers()
         while True:
@@ -344,6 +369,9 @@ class Store:
             return "%s while writing %s (%s)" % (full, self.path, lost)
         return "the store %s failed: %s (%s)" % (self.path, reason, lost)
 
+    def _read_only_failure(self):
+        return "cannot write to store %s: %s (nothing was written)" % (self.path, self.why_read_only or "it is open read-only")
+
     def read(self):
         """``with store.read() as tx:`` a read transaction."""
         return _TxnContext(self, False)
@@ -391,6 +419,8 @@ class _TxnContext:
         self.store, self.write = store, write
 
     def __enter__(self):
+        if self.write and self.store.readonly:
+            raise StoreFailure(self.store._read_only_failure())
         while True:
             try:
                 self.lt = self.store.env.begin(write=self.write)
@@ -476,9 +506,10 @@ def _store_dir(path, create, strict=True):
         st = os.fstat(fd)
         if st.st_uid != euid:
             raise UnsafeEntry("it belongs to another user (uid %d)" % st.st_uid)
-        if stat.S_IMODE(st.st_mode) != 0o700:
+        mode = 0o700 if made and stat.S_IMODE(st.st_mode) != 0o700 else _narrowed(st.st_mode, "dir")
+        if mode is not None:
             try:
-                os.fchmod(fd, 0o700)
+                os.fchmod(fd, mode)
             except OSError:
                 if strict:
                     raise
@@ -533,6 +564,54 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
     return f
 
 
+def _read_only(dir_fd):
+    """Why this user cannot write the store open as ``dir_fd`` (its files
+    exist), or None."""
+    try:
+        if os.fstatvfs(dir_fd).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    for name in ("data.mdb", "lock.mdb"):
+        if _lstat(dir_fd, name) is not None and not os.access(name, os.W_OK, dir_fd=dir_fd, effective_ids=True):
+            return "%s is not writable by this user" % name
+    return None
+
+
+# A process with the store open for writing holds a shared POSIX lock on
+# byte 1 of <store>/lock.  A reader that cannot write lock.mdb opens the
+# store without LMDB's reader table, which is safe only while nobody
+# writes: it checks that no process holds that lock.  (POSIX locks belong
+# to the process, and closing any descriptor of the file drops them; a
+# process with two stores open on one path can lose its mark early.)
+_WRITER_BYTE = 1
+_FLOCK = "hhqqi4x"        # struct flock on Linux: type, whence, start, len, pid
+
+
+def _mark_writer(lock_fd):
+    if lock_fd is None or fcntl.fcntl(lock_fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDWR:
+        return
+    try:
+        fcntl.lockf(lock_fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, _WRITER_BYTE)
+    except OSError:
+        pass
+
+
+def _no_writer(lock_fd, path):
+    """Raise StoreError if a process has the store open for writing (a
+    read without LMDB's lock table could then see pages being reused)."""
+    if lock_fd is None or not sys.platform.startswith("linux"):
+        return
+    probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _WRITER_BYTE, 1, 0)
+    try:
+        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(lock_fd, fcntl.F_GETLK, probe))
+    except OSError:
+        return
+    if kind != fcntl.F_UNLCK:
+        raise StoreError("cannot read store %s without write access while process %d has it open for "
+                         "writing (lock.mdb is not writable by this user)" % (path, pid))
+
+
 def _link_target(path):
     try:
         return os.readlink(path)
@@ -583,18 +662,28 @@ def _unsafe(st, kind):
 
 
 def _private(dir_fd, name, st, kind, strict):
-    """Set the mode of a checked entry to 0700 / 0600 if it is not
+    """Take away what a checked entry grants beyond 0700 / 0600
     (``strict``: a failure to do so is an error)."""
-    want = _PRIVATE[kind]
-    if stat.S_IMODE(st.st_mode) != want:
+    mode = _narrowed(st.st_mode, kind)
+    if mode is not None:
         try:
-            os.chmod(name, want, dir_fd=dir_fd)
+            os.chmod(name, mode, dir_fd=dir_fd)
         except OSError:
             if strict:
                 raise
 
 
 _PRIVATE = {"dir": 0o700, "file": 0o600}
+
+
+def _narrowed(st_mode, kind):
+    """The mode an existing store entry should have, if it is not the one
+    it has: its own bits less any for group and others (and execute, for
+    a file).  Never more: an owner who took away their own write bits
+    (``chmod -R a-w``) keeps a read-only store."""
+    mode = stat.S_IMODE(st_mode)
+    want = mode & _PRIVATE[kind]
+    return want if want != mode else None
 # what a no-follow open of an entry that is a link or of the wrong kind fails with
 _REFUSED_OPEN = {"dir": (errno.ELOOP, errno.ENOTDIR), "file": (errno.ELOOP, errno.ENXIO, errno.EISDIR)}
 
@@ -609,16 +698,18 @@ def _refuse_unsafe(dir_fd, name, label, kind, err):
             raise UnsafeEntry("%s %s" % (label, _unsafe(st, kind) or "cannot be opened"))
 
 
-def _check_opened(fd, label, kind, strict=True):
+def _check_opened(fd, label, kind, strict=True, made=False):
     """Check an opened store entry (raises UnsafeEntry named ``label``)
-    and make it private (``strict``: a failure to do so is an error)."""
+    and make it private (``strict``: a failure to do so is an error;
+    ``made``: this process just created it, whatever the umask left)."""
     st = os.fstat(fd)
     why = _unsafe(st, kind)
     if why:
         raise UnsafeEntry("%s %s" % (label, why))
-    if stat.S_IMODE(st.st_mode) != _PRIVATE[kind]:
+    mode = _PRIVATE[kind] if made and stat.S_IMODE(st.st_mode) != _PRIVATE[kind] else _narrowed(st.st_mode, kind)
+    if mode is not None:
         try:
-            os.fchmod(fd, _PRIVATE[kind])
+            os.fchmod(fd, mode)
         except OSError:
             if strict:
                 raise
@@ -645,7 +736,7 @@ def check_notify_dir(dir_fd, strict=True):
     others may have written in it: make it private first, then check
     everything in it (once: it is 0700 from then on)."""
     st = check_entry(dir_fd, NOTIFY_DIR, NOTIFY_DIR, "dir", strict)
-    if st is None or stat.S_IMODE(st.st_mode) == 0o700:
+    if st is None or not stat.S_IMODE(st.st_mode) & 0o077:
         return
     nfd = open_private_dir(dir_fd, NOTIFY_DIR, NOTIFY_DIR, create=False, strict=strict)
     try:
@@ -670,9 +761,11 @@ def open_private_dir(dir_fd, name, label, create=True, strict=True):
     ``create``), opened without following a link, checked and made
     0700; the caller closes the descriptor.  Raises UnsafeEntry (named
     ``label``) or OSError."""
+    made = False
     if create:
         try:
             os.mkdir(name, 0o700, dir_fd=dir_fd)
+            made = True
         except FileExistsError:
             pass
     try:
@@ -681,7 +774,7 @@ def open_private_dir(dir_fd, name, label, create=True, strict=True):
         _refuse_unsafe(dir_fd, name, label, "dir", e)
         raise
     try:
-        _check_opened(fd, label, "dir", strict)
+        _check_opened(fd, label, "dir", strict, made)
     except BaseException:
         os.close(fd)
         raise

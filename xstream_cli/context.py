@@ -175,8 +175,11 @@ def open_store(g, readonly=False, create=True):
 
     A store named by --db or XS_DB is created only in a directory that
     exists (a typo'd deep path is an error naming the missing directory);
-    the default store's directories are made as needed."""
-    from storage.store import StoreError
+    the default store's directories are made as needed.  A store this
+    user may read but not write (its files' modes, a read-only file
+    system) is opened read-only: reads work and every write fails with
+    the reason."""
+    from storage.store import ReadOnlyStore, StoreError
     path = db_path(g)
     if create and (g.db or os.environ.get("XS_DB")) and not os.path.lexists(path):
         parent = os.path.dirname(os.path.abspath(path))
@@ -184,8 +187,16 @@ def open_store(g, readonly=False, create=True):
             fail("cannot create the store %s: no such directory: %s" % (path, parent))
     try:
         return store_at(path, g.durable, readonly, create)
+    except ReadOnlyStore as e:
+        why = e.reason             # the user may read it: reads work, each write says why not
     except StoreError as e:
         fail(str(e))
+    try:
+        store = store_at(path, g.durable, readonly=True, create=False)
+    except StoreError as e:
+        fail(str(e))
+    store.why_read_only = why
+    return store
 
 
 def open_session(g, mode, reads_only=False):

@@ -123,6 +123,8 @@ class Session:
         try:
             cmd = lookup(argv)
             args = cmd.parse(argv)
+            if cmd.write and self.store.readonly:
+                raise errors.read_only(self.store.why_read_only or "it is open read-only")
         except RedisError as e:
             return e
 
@@ -340,8 +342,9 @@ class Session:
         # a repeated line cut by a block may be the last one: its
         # remaining repetitions still run (self._repeat starts at n)
         while (start < n or self._repeat is not None) and not self.quit:
+            write = not self.store.readonly      # a read-only store: reads answer, writes are refused
             b = self.store.run(lambda tx: _Batch(self, tx, plain).run(lines, start, self._repeat),
-                               write=True, savepoints=True)
+                               write=write, savepoints=write)
             start, self._repeat = b.next, b.repeat_left
             self.failed |= b.failed
             self.quit = b.quit
@@ -365,7 +368,9 @@ class _Batch:
         self.plain = plain
         self.render = session.render
         self.message = session.message
-        self.fast_ids = _FAST_IDS.get(session.mode)
+        store = session.store
+        self.read_only = (store.why_read_only or "it is open read-only") if store.readonly else None
+        self.fast_ids = None if self.read_only else _FAST_IDS.get(session.mode)
         self.replies = []
         self.failed = False
         self.next = 0                # the next line to run
@@ -462,6 +467,8 @@ class _Batch:
         try:
             cmd = lookup(argv)
             args = cmd.parse(argv)
+            if cmd.write and self.read_only:
+                raise errors.read_only(self.read_only)
             if cmd.prepare is not None:
                 args = cmd.prepare(self.tx, *args)
             r = cmd.run(self.tx, *args)
