@@ -69,13 +69,11 @@ import errno
 import fcntl
 import os
 import stat
-import struct
-import sys
 import time
 
 import lmdb
 
-from storage import codec
+from storage import codec, posixlock
 from storage.blocking import NOTIFY_DIR, notify
 from storage.txn import Retry, StoreFailure, Txn
 
@@ -581,33 +579,21 @@ def _read_only(dir_fd):
 # A process with the store open for writing holds a shared POSIX lock on
 # byte 1 of <store>/lock.  A reader that cannot write lock.mdb opens the
 # store without LMDB's reader table, which is safe only while nobody
-# writes: it checks that no process holds that lock.  (POSIX locks belong
-# to the process, and closing any descriptor of the file drops them; a
-# process with two stores open on one path can lose its mark early.)
+# writes: it checks that no process holds that lock.  (A process with two
+# stores open on one path can lose its mark early: see storage.posixlock.)
 _WRITER_BYTE = 1
-_FLOCK = "hhqqi4x"        # struct flock on Linux: type, whence, start, len, pid
 
 
 def _mark_writer(lock_fd):
-    if lock_fd is None or fcntl.fcntl(lock_fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDWR:
-        return
-    try:
-        fcntl.lockf(lock_fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, _WRITER_BYTE)
-    except OSError:
-        pass
+    if lock_fd is not None and fcntl.fcntl(lock_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+        posixlock.hold_shared(lock_fd, _WRITER_BYTE)
 
 
 def _no_writer(lock_fd, path):
     """Raise StoreError if a process has the store open for writing (a
     read without LMDB's lock table could then see pages being reused)."""
-    if lock_fd is None or not sys.platform.startswith("linux"):
-        return
-    probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _WRITER_BYTE, 1, 0)
-    try:
-        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(lock_fd, fcntl.F_GETLK, probe))
-    except OSError:
-        return
-    if kind != fcntl.F_UNLCK:
+    pid = posixlock.holder(lock_fd, _WRITER_BYTE) if lock_fd is not None else None
+    if pid is not None:
         raise StoreError("cannot read store %s without write access while process %d has it open for "
                          "writing (lock.mdb is not writable by this user)" % (path, pid))
 

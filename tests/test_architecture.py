@@ -31,8 +31,8 @@ def _all_commands():
 
 # =============================================================== the codec
 
-# the inotify(7) event buffer is the kernel's layout, not the store's
-LAYOUT_EXEMPT = {"storage/codec.py", "storage/blocking.py"}
+# the inotify(7) event buffer and struct flock are the kernel's layouts, not the store's
+LAYOUT_EXEMPT = {"storage/codec.py", "storage/blocking.py", "storage/posixlock.py"}
 PACKING_CALLS = {"pack", "unpack", "unpack_from", "pack_into", "from_bytes", "to_bytes"}
 
 
