@@ -152,6 +152,21 @@ def scan_start(cursor):
 # ==================================================================== meta
 
 META_FORMAT = b"format"
+META_NODE_LIMITS = b"node-limits"     # "max-bytes max-entries" (storage.settings); absent: Redis's defaults
+
+
+def encode_node_limits(max_bytes, max_entries):
+    return b"%d %d" % (max_bytes, max_entries)
+
+
+def decode_node_limits(raw):
+    """(stream-node-max-bytes, stream-node-max-entries) stored as ``raw``
+    (None: Redis's defaults)."""
+    if raw is None:
+        from storage.nodes import MAX_BYTES, MAX_ENTRIES
+        return MAX_BYTES, MAX_ENTRIES
+    b, e = raw.split()
+    return int(b), int(e)
 COUNTER_SID, COUNTER_GID, COUNTER_CID, COUNTER_NACK = b"next-sid", b"next-gid", b"next-cid", b"next-nack"
 
 

@@ -77,6 +77,16 @@ def read_only(reason):
     return RedisError("READONLY You can't write against a read only store (%s)" % reason)
 
 
+def config_unknown_option(name):
+    return RedisError("ERR Unknown option or number of arguments for CONFIG SET - '%s'" % _s(name))
+
+
+def config_set_failed(name, why):
+    """CONFIG SET's value error; ``name`` as Redis names it: the argument
+    for a duplicate, the setting's own name for a bad value."""
+    return RedisError("ERR CONFIG SET failed (possibly related to argument '%s') - %s" % (_s(name), why))
+
+
 def no_such_key():
     return RedisError("ERR no such key")
 

@@ -46,6 +46,19 @@ class EntryLog:
 
     # --------------------------------------------------------------- nodes
 
+    def node_limits(self):
+        """(stream-node-max-bytes, stream-node-max-entries) of this store
+        (storage.settings), read once per transaction: kept in the tails
+        cache under the key None."""
+        lim = self._tails.get(None)
+        if lim is None:
+            lim = self._tails[None] = codec.decode_node_limits(
+                self._kv.get(self._kv.db(b"meta"), codec.META_NODE_LIMITS))
+        return lim
+
+    def forget_node_limits(self):
+        self._tails.pop(None, None)
+
     def _decode_node(self, k, v):
         master, live, deleted, body, last, names, blob = codec.decode_node(k, v)
         return _nodes.Node(master, live, deleted, body, last, names), blob
@@ -114,15 +127,17 @@ class EntryLog:
             n += 1
             covered += codec.node_live(v)
         if m.nodes_from is not None and m.length - covered > EXACT_COUNT_LIMIT:
-            return n + -(-(m.length - covered) // _nodes.MAX_ENTRIES)
+            per_node = self.node_limits()[1] or _nodes.MAX_ENTRIES
+            return n + -(-(m.length - covered) // per_node)
         if m.nodes_from is not None:
             t = self._tail(m.sid)
             tail = _nodes.Node(t[0].master, t[0].live, t[0].deleted, t[0].body, t[0].last, t[0].names) \
                 if t is not None else None
             rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
                                                              start=codec.entry_key(m.sid, m.nodes_from)))
+            max_bytes, max_entries = self.node_limits()
             for i, v in rows:
-                tail, opened = _nodes.add(tail, i, codec.entry_fields(v))
+                tail, opened = _nodes.add(tail, i, codec.entry_fields(v), max_bytes, max_entries)
                 n += opened
         return n
 
@@ -148,8 +163,9 @@ class EntryLog:
         t = self._tail(sid)
         node, blob = t if t is not None else (None, None)
         dirty = False
+        max_bytes, max_entries = self.node_limits()
         for i, fields in items:
-            if node is not None and node.fits(_nodes.element_bytes(fields)):
+            if node is not None and node.fits(_nodes.element_bytes(fields), max_bytes, max_entries):
                 node.append(i, fields)
                 dirty = True
                 continue

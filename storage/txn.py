@@ -45,7 +45,8 @@ class _VerbModule:
         return getattr(module, attr)
 
 
-delivery, groups, keyspace, streams = (_VerbModule(n) for n in ("delivery", "groups", "keyspace", "streams"))
+delivery, groups, keyspace, settings, streams = (_VerbModule(n) for n in
+                                                  ("delivery", "groups", "keyspace", "settings", "streams"))
 
 if False:  # typing only (not imported at run time)
     from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -196,6 +197,14 @@ class Txn:
     def set_id(self, name: bytes, opts: "SetIdOptions") -> None:
         """XSETID."""
         return self._write(streams.set_id, name, opts)
+
+    def settings(self) -> "dict":
+        """The store's settings, {name: int} (storage.settings; CONFIG GET)."""
+        return self._read(settings.get)
+
+    def configure(self, values: "dict") -> None:
+        """Change store settings, {name: int} checked by the caller (CONFIG SET)."""
+        return self._write(settings.set_, values)
 
     def configure_idmp(self, name: bytes, opts: "IdmpConfigOptions") -> None:
         """XCFGSET."""

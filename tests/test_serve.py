@@ -603,8 +603,13 @@ def test_server_commands_client_libraries_use(served):
     assert r.config_get("appendfsync") == {"appendfsync": "always"}
     with pytest.raises(redis.ResponseError, match="Unknown option"):
         r.config_set("no-such-thing", "1")
-    with pytest.raises(redis.ResponseError, match="fixed size"):
-        r.config_set("stream-node-max-entries", "50")
+    assert r.config_set("stream-node-max-entries", "50")           # the store's: a CLI process sees it
+    assert r.config_get("stream-node-*") == {"stream-node-max-bytes": "4096", "stream-node-max-entries": "50"}
+    cli = subprocess.run(XS + ["--db", served.db, "CONFIG", "GET", "stream-node-max-entries"],
+                         capture_output=True, cwd=ROOT, timeout=30)
+    assert cli.stdout.split() == [b"stream-node-max-entries", b"50"], cli.stderr
+    with pytest.raises(redis.ResponseError, match="of its own"):
+        r.config_set("stream-node-max-entries", "5", "maxclients", "10")
     assert r.config_set("requirepass", "pw")            # new connections must AUTH now
     with pytest.raises(redis.AuthenticationError):
         served.client().xlen("a")

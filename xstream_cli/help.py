@@ -32,7 +32,7 @@ FAMILIES = [
      ["XGROUP", "XREADGROUP", "XACK", "XACKDEL", "XNACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"]),
     ("keyspace", "keyspace", "keyspace commands",
      "The keyspace: every key is a stream.",
-     ["DEL", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME"]),
+     ["DEL", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "CONFIG"]),
 ]
 
 PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never shadow one): "
@@ -243,6 +243,23 @@ DOCS = {
         "deleted first.",
         "1.0.0", "O(1), plus deleting an existing newkey.",
         ["RENAME events events-2024"]),
+    "CONFIG": (
+        "The store's settings: CONFIG GET and CONFIG SET of the listpack node sizes "
+        "(stream-node-max-entries, stream-node-max-bytes).",
+        "2.0.0", "Depends on the subcommand.",
+        ["CONFIG GET stream-node-*"]),
+    "CONFIG GET": (
+        "Print the store's settings whose names match the patterns: stream-node-max-bytes "
+        "and stream-node-max-entries.",
+        "2.0.0", "O(N) for N settings.",
+        ["CONFIG GET stream-node-*", "CONFIG GET stream-node-max-entries"]),
+    "CONFIG SET": (
+        "Change the store's settings, for every process that uses the store. The node sizes "
+        "decide where XADD starts a new node, so what XTRIM ~ removes; nodes already made keep "
+        "their bounds, as in Redis.",
+        "2.0.0", "O(N) for N settings, plus making the nodes a bulk ingest deferred.",
+        ["CONFIG SET stream-node-max-entries 10",
+         "CONFIG SET stream-node-max-bytes 4kb stream-node-max-entries 0"]),
 }
 
 

@@ -80,6 +80,10 @@ SUBCOMMANDS = {
                            "delete_consumer"),
         b"HELP": _c("xgroup|help", 2, g.parse_xgroup_help, g.xgroup_help, False, "-"),
     },
+    b"CONFIG": {
+        b"GET": _c("config|get", -3, k.parse_config_get, k.config_get, False, "settings"),
+        b"SET": _c("config|set", -4, k.parse_config_set, k.config_set, True, "configure"),
+    },
     b"XINFO": {
         b"STREAM": _c("xinfo|stream", -3, s.parse_xinfo_stream, s.xinfo_stream, False, "stream_info"),
         b"GROUPS": _c("xinfo|groups", 3, s.parse_xinfo_groups, s.xinfo_groups, False, "groups_info"),

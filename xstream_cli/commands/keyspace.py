@@ -3,7 +3,7 @@
 *args)`` makes the call and returns the reply value."""
 from storage import errors
 from xstream_cli.commands.parsing import ll, string2ll
-from xstream_cli.reply import OK, Status
+from xstream_cli.reply import OK, Map, Status
 
 
 def parse_del(argv):
@@ -112,4 +112,96 @@ def parse_rename(argv):
 
 def rename(tx, src, dst):
     tx.rename(src, dst)
+    return OK
+
+
+# ================================================================== CONFIG
+# The store's settings (storage.settings): CONFIG GET / SET of the two
+# that shape streams, stored in the store so every process agrees.
+
+_LLONG_MAX = (1 << 63) - 1
+_OUT_OF_RANGE = "argument must be between 0 and 9223372036854775807 inclusive"
+_MEMORY_UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000 ** 2, b"mb": 1024 ** 2,
+                 b"g": 1000 ** 3, b"gb": 1024 ** 3}
+
+
+def _params():
+    from storage.settings import PARAMS
+    return PARAMS
+
+
+def parse_config_get(argv):
+    """CONFIG GET parameter [parameter ...]
+
+    The store's settings whose names match: stream-node-max-bytes and
+    stream-node-max-entries (glob patterns, any case)."""
+    from storage.glob import match
+    found = []                      # (name as replied, setting)
+    for pat in argv[2:]:
+        if not any(c in pat for c in b"*?["):
+            name = pat.lower().decode("utf-8", "surrogateescape")
+            if name in _params() and pat not in (f[0] for f in found):
+                found.append((pat, name))          # Redis replies with the name as asked
+            continue
+        for name in _params():
+            n = name.encode()
+            if n not in (f[0] for f in found) and match(pat, n, nocase=True):
+                found.append((n, name))
+    return (found,)
+
+
+def config_get(tx, found):
+    values = tx.settings()
+    return Map([(n, b"%d" % values[name]) for n, name in found])
+
+
+def _memory(v):
+    """Redis's memtoull: digits and an optional unit (b, k, kb, m, mb, g, gb)."""
+    if v[:1] == b"-":
+        return None
+    digits = len(v) - len(v.lstrip(b"0123456789"))
+    mul = _MEMORY_UNITS.get(v[digits:].lower())
+    if mul is None or digits >= 128:
+        return None
+    n = min(int(v[:digits] or b"0"), (1 << 64) - 1)       # strtoull saturates
+    return n * mul & ((1 << 64) - 1)
+
+
+def parse_config_set(argv):
+    """CONFIG SET parameter value [parameter value ...]
+
+    Change the store's settings, for every process using the store:
+    stream-node-max-bytes (a size: 4096, 4kb; 0 for no limit) and
+    stream-node-max-entries (0 for no limit).  They decide where a stream's
+    next node begins, so what XTRIM ~ removes; nodes already made keep
+    their bounds, as in Redis."""
+    if len(argv) & 1:
+        raise errors.syntax()
+    params = _params()
+    seen = []
+    for i in range(2, len(argv), 2):
+        name = argv[i].lower().decode("utf-8", "surrogateescape")
+        if name not in params:
+            raise errors.config_unknown_option(argv[i])
+        if name in seen:
+            raise errors.config_set_failed(argv[i], "duplicate parameter")
+        seen.append(name)
+    values = {}
+    for name, v in zip(seen, argv[3::2]):
+        if params[name][1]:
+            n = _memory(v)
+            if n is None:
+                raise errors.config_set_failed(name.encode(), "argument must be a memory value")
+        else:
+            n = string2ll(v)
+            if n is None:
+                raise errors.config_set_failed(name.encode(), "argument couldn't be parsed into an integer")
+        if not 0 <= n <= _LLONG_MAX:
+            raise errors.config_set_failed(name.encode(), _OUT_OF_RANGE)
+        values[name] = n
+    return (values,)
+
+
+def config_set(tx, values):
+    tx.configure(values)
     return OK

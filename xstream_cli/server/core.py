@@ -101,8 +101,6 @@ class Config:
             "save": (lambda: "", None),
             "timeout": (lambda: "0", None),
             "dir": (lambda: self.db, None),
-            "stream-node-max-entries": (lambda: "100", self._fixed("100")),
-            "stream-node-max-bytes": (lambda: "0", self._fixed("0")),
         }
 
     def _set_pass(self, v):
@@ -142,13 +140,6 @@ class Config:
             if cls == "normal":
                 self.output_limit = hard or (1 << 62)
 
-    @staticmethod
-    def _fixed(value):
-        def set_(v):
-            if v != value:
-                raise ValueError("xs stores streams in nodes of fixed size (entries %s); it cannot be changed"
-                                 % value)
-        return set_
 
 
 def _memory(word):
@@ -928,6 +919,8 @@ def _flush(srv, c, argv):
 @_local(b"CONFIG", arity=-2)
 def _config(srv, c, argv):
     from storage.glob import match
+    from storage.settings import PARAMS as STORE_PARAMS
+    from xstream_cli.commands import keyspace
     sub = argv[1].upper()
     params = srv.config.params()
     if sub == b"GET" and len(argv) >= 3:
@@ -936,8 +929,17 @@ def _config(srv, c, argv):
             for name in sorted(params):
                 if match(pat.lower(), name.encode()) and name not in dict(pairs):
                     pairs.append((name, params[name][0]()))
-        return Map([(k.encode(), v.encode()) for k, v in pairs])
+        out = [(k.encode(), v.encode()) for k, v in pairs]
+        # the store's settings (node sizes): kept in the store, shared with CLI processes
+        return Map(out + srv.store.run(lambda tx: keyspace.config_get(tx, *keyspace.parse_config_get(argv))).pairs)
     if sub == b"SET" and len(argv) >= 4 and len(argv) % 2 == 0:
+        names = [a.decode("utf-8", "replace").lower() for a in argv[2::2]]
+        stored = [n for n in names if n in STORE_PARAMS]
+        if stored and len(stored) == len(names):
+            return srv._item(argv)           # an engine command: committed in the store
+        if stored:
+            return _err("ERR CONFIG SET failed (possibly related to argument '%s') - a store setting is set "
+                        "in a CONFIG SET of its own" % stored[0])
         todo = []
         for i in range(2, len(argv), 2):
             name = argv[i].decode("utf-8", "replace").lower()

@@ -1,0 +1,45 @@
+"""The store's settings: what Redis keeps in its configuration and xs
+keeps in the store, so that every process on it agrees
+(``CONFIG GET`` / ``CONFIG SET`` of the CLI and of ``xs serve``).
+
+  stream-node-max-bytes    listpack node size in bytes (Redis: 4096;
+                           0: no limit but Redis's 1 GiB cap)
+  stream-node-max-entries  entries per node, deleted ones counted
+                           (Redis: 100; 0: no limit)
+
+They decide where XADD opens a new node (storage.nodes), hence what
+approximate trimming (``~``) removes.  As in Redis, a change applies to
+entries added from then on: nodes already made keep their bounds (entries
+whose nodes were deferred by a bulk ingest get them first, under the old
+sizes).
+"""
+from storage import codec, nodes
+
+LONG_MAX = (1 << 63) - 1
+# name -> (default, is a memory size)
+PARAMS = {
+    "stream-node-max-bytes": (nodes.MAX_BYTES, True),
+    "stream-node-max-entries": (nodes.MAX_ENTRIES, False),
+}
+
+
+def get(p):
+    """{name: value} of every setting."""
+    max_bytes, max_entries = p.log.node_limits()
+    return {"stream-node-max-bytes": max_bytes, "stream-node-max-entries": max_entries}
+
+
+def set_(p, values):
+    """Set settings ({name: value}, checked by the caller); nodes deferred
+    by a bulk ingest are made first, under the sizes they were added with."""
+    now = get(p)
+    new = dict(now, **values)
+    if new == now:
+        return
+    for name, m in list(p.streams.records()):
+        if m.nodes_from is not None:
+            m = p.streams.get(name)
+            p.log.sync_nodes(m)
+    p.kv.put(p.kv.db(b"meta"), codec.META_NODE_LIMITS,
+             codec.encode_node_limits(new["stream-node-max-bytes"], new["stream-node-max-entries"]))
+    p.log.forget_node_limits()
