@@ -184,9 +184,41 @@ def claim(p, name, group, consumer, o):
     return out
 
 
+_MEMORY_LIMIT = []
+
+
+def transient_memory_limit():
+    """About the largest single allocation Redis could get on this
+    machine, in bytes: XAUTOCLAIM allocates 16 bytes per COUNT up front
+    and answers "COUNT too high" when that fails.  Where the kernel
+    overcommits (vm.overcommit_memory 0 or 1) jemalloc maps without
+    reserving and only the address space's free room bounds it:
+    measured against redis-server 7.0.15 on x86-64 Linux, 2^41 entries
+    (32 TiB) pass and 2^42 fail, the exact edge depending on the
+    process's memory layout, so xs takes 32 TiB.  With strict accounting
+    (2) it is the commit limit."""
+    if not _MEMORY_LIMIT:
+        limit = 1 << 45
+        try:
+            with open("/proc/sys/vm/overcommit_memory") as f:
+                strict = f.read().strip() == "2"
+            if strict:
+                with open("/proc/meminfo") as f:
+                    for line in f:
+                        k, _, v = line.partition(":")
+                        if k == "CommitLimit":
+                            limit = int(v.split()[0]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        _MEMORY_LIMIT.append(limit)
+    return _MEMORY_LIMIT[0]
+
+
 def autoclaim(p, name, group, consumer, o):
     """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
     m, g = need_group(p, name, group)
+    if o.count * 16 > transient_memory_limit():
+        raise errors.autoclaim_count_too_high()
     now = p.now
     attempts = o.count * 10
     count = o.count

@@ -70,6 +70,12 @@ def unknown_subcommand(sub, container):
     return RedisError("ERR unknown subcommand '%s'. Try %s HELP." % (_s(sub, 128), container.upper()))
 
 
+def autoclaim_count_too_high():
+    """XAUTOCLAIM when COUNT deleted IDs (16 bytes each) cannot be
+    allocated (t_stream.c: ztrymalloc of count * sizeof(streamID))."""
+    return RedisError("ERR Insufficient memory, failed allocating transient memory, COUNT too high.")
+
+
 def read_only(reason):
     """A write on a store this user may only read (Redis's READONLY
     code, which clients map to their read-only error; Redis's own text

@@ -1216,11 +1216,30 @@ INTENDED_DIFFERENCES = [
           "getObjectTypeByName, #12209). Recognised only when xs gives exactly Redis 8's error, or a scan "
           "reply where 7.0 refused the cursor.",
           match=_scan_redis8),
+    Known("plus_in_xreadgroup_redis74",
+          "Redis 7.4+ refuses the '+' ID in XREADGROUP with \"The + ID is meaningless in the context of "
+          "XREADGROUP ...\" (t_stream.c xreadCommand, after the key and group checks, as for '$'); 7.0 did "
+          "not know '+' and said 'Invalid stream ID'.",
+          match=lambda c: (c.name == "XREADGROUP" and c.err("redis") == "ERR Invalid stream ID specified as "
+                                                                        "stream command argument"
+                           and (c.err("xs") or "").startswith("ERR The + ID is meaningless in the context of "
+                                                             "XREADGROUP")),
+          stateless=True),
+    Known("auto_ids_in_one_millisecond",
+          "Not a behaviour: two '*' IDs made in the same millisecond on one side only (a stream deleted and "
+          "made again, or RENAMEd onto another, within one ms) get one <idN> label there and two on the "
+          "other side.  Recognised only when every differing value is an auto-ID label on both sides.",
+          match=lambda c: bool(c.leaves) and all(
+              isinstance(a, str) and isinstance(b, str) and _AUTO_LABEL.match(a) and _AUTO_LABEL.match(b)
+              for _, a, b in c.leaves)),
     Known("xinfo_stream_idmp_fields_in_text",
           "Redis 8.6+ XINFO STREAM prints idmp-* fields that 7.0 cannot; compared in JSON (xs may add "
           "fields), left out of the text pass.",
           match=lambda c: c.text and c.name == "XINFO STREAM"),
 ]
+
+
+_AUTO_LABEL = re.compile(r"^<id\d+>$")
 
 
 def _cleaned(text):

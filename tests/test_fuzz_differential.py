@@ -120,6 +120,31 @@ def test_auto_ids_compare_by_position_per_stream(rc):
     assert res.divergences == [] and not res.crashes
 
 
+def test_two_auto_ids_of_one_millisecond_on_one_side_only_are_no_divergence(rc):
+    """A stream deleted and made again within one ms gets the same '*' ID
+    again on one side: its label repeats there and not on the other."""
+    seq = seq_of("XADD s * f v", "DEL s", "XADD s * f v")
+    later = [0]
+
+    def shift(a, r):           # the second auto ID one ms later on the xs side
+        if a[0] == b"XADD":
+            later[0] += 1
+            if later[0] == 2:
+                ms, seq_ = r.split("-")
+                return "%d-%s" % (int(ms) + 1, seq_)
+        return r
+    res = F.compare_sequence(rc, seq, redis_as_xs(rc, shift)(seq))
+    assert [d.cls for d in res.divergences] in ([], ["auto_ids_in_one_millisecond"])
+    wrong = redis_as_xs(rc, lambda a, r: "1-1" if a[0] == b"XADD" else r)   # not an auto ID: still found
+    assert [d.cls for d in F.compare_sequence(rc, seq, wrong(seq)).divergences][:1] == ["NEW:XADD:reply"]
+
+
+def test_plus_in_xreadgroup_is_redis_74s_error_not_70s(rc):
+    seq = seq_of("XADD s 1-0 f v", "XGROUP CREATE s g 0", "XREADGROUP GROUP g c STREAMS s s + >")
+    res = F.compare_sequence(rc, seq, F.xs_json(F.lines_of(seq)))
+    assert [d.cls for d in res.divergences] == ["plus_in_xreadgroup_redis74"] and not res.crashes
+
+
 def test_redis8_commands_are_not_sent_to_redis_and_end_the_comparison_once_they_write(rc):
     seq = seq_of("XADD s 1-0 f v", "XDELEX s IDS 1 1-0", "XLEN s")
     res = F.compare_sequence(rc, seq, (["1-0", [1], 0], "", 0))
