@@ -10,6 +10,8 @@ _xs_names() {
 
 _xs_spec() {
     case $1 in
+        'CONFIG GET') echo '||' ;;
+        'CONFIG SET') echo '||' ;;
         'DEL') echo 'k*||' ;;
         'EXISTS') echo 'k*||' ;;
         'KEYS') echo '||' ;;
@@ -67,6 +69,7 @@ _xs_pspec() {
 
 _xs_subcommands() {
     case $1 in
+        CONFIG) echo 'GET SET' ;;
         XGROUP) echo 'CREATE SETID DESTROY CREATECONSUMER DELCONSUMER HELP' ;;
         XINFO) echo 'STREAM GROUPS CONSUMERS HELP' ;;
     esac
@@ -80,7 +83,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -109,7 +112,7 @@ _xs() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--db --help --json --no-raw --no-sync --pretty --raw --version -h -i -r' -- "$cur")); return
         fi
-        local names='DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
+        local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
         COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls restore save serve tail trim worker" -- "$cur"))
         return
