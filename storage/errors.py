@@ -181,6 +181,20 @@ def idmp_empty_iid():
     return RedisError("ERR syntax error, IDMP requires a non-empty idempotent ID")
 
 
+# XIDMPRECORD (Redis 8.8): the documented cases; these texts could not be
+# checked against Redis's source here (the mirror predates 8.8)
+def xidmprecord_no_entry():
+    return RedisError("ERR The specified stream ID was deleted or doesn't exist")
+
+
+def xidmprecord_empty(what):
+    return RedisError("ERR XIDMPRECORD requires a non-empty %s" % what)
+
+
+def xidmprecord_other_id():
+    return RedisError("ERR The specified IDMP producer-id/idempotent-id pair maps to a different stream ID")
+
+
 def idmp_duration_range():
     return RedisError("ERR IDMP-DURATION must be between 1 and 86400 seconds")
 

@@ -45,6 +45,26 @@ class Idmp:
             if oldest is not None:
                 self._drop(m, p, oldest)
 
+    def put(self, m, pid, iid, i, now):
+        """XIDMPRECORD: make (pid, iid) -> ``i`` part of the producer's
+        history (after dropping what has expired) unless it is there;
+        returns the ID it already maps to, or None if it was added.  The
+        oldest IID beyond IDMP-MAXSIZE goes, as for XADD; iids-added
+        counts XADDs only."""
+        p = codec.idmp_pid_prefix(m.sid, pid)
+        self._expire(m, p, now)
+        ik = codec.idmp_iid_part(p, iid)
+        v = self._kv.get(self._db, codec.idmp_iid_key(p, ik))
+        if v is not None:
+            return codec.decode_id(v)
+        self._add(m, p, ik, i)
+        m.idmp_cfg = True
+        if self._held(p) > m.idmp_maxsize:
+            oldest = self._kv.first_key(self._db, codec.idmp_order_prefix(p))
+            if oldest is not None:
+                self._drop(m, p, oldest)
+        return None
+
     def restore(self, m, pid_key, iid_key, i):
         """Put back one saved (producer, IID) -> ID (snapshots, imports):
         False if the IID is already there."""

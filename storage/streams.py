@@ -200,6 +200,28 @@ def set_id(p, name, o):
         m.max_deleted = o.max_deleted
 
 
+# ========================================================== XIDMPRECORD
+
+def record_idmp(p, name, pid, iid, o):
+    """XIDMPRECORD: (pid, iid) -> the existing entry ``o.ids[0]`` in the
+    stream's IDMP history (replaying a history, as Redis's AOF does).
+    Checks in the order the Redis docs list the errors."""
+    m = p.streams.get(name)
+    if m is None:
+        raise errors.no_such_key()
+    raise_deferred(o)
+    i = o.ids[0]
+    if not p.log.exists(m, i):
+        raise errors.xidmprecord_no_entry()
+    if not pid:
+        raise errors.xidmprecord_empty("producer ID")
+    if not iid:
+        raise errors.xidmprecord_empty("idempotent ID")
+    had = p.idmp.put(m, pid, iid, i, p.now)
+    if had is not None and had != i:
+        raise errors.xidmprecord_other_id()
+
+
 # ============================================================== XCFGSET
 
 

@@ -198,6 +198,10 @@ class Txn:
         """XSETID."""
         return self._write(streams.set_id, name, opts)
 
+    def record_idmp(self, name: bytes, pid: bytes, iid: bytes, opts: "IdsOptions") -> None:
+        """XIDMPRECORD: (pid, iid) -> an existing entry in the IDMP history."""
+        return self._write(streams.record_idmp, name, pid, iid, opts)
+
     def settings(self) -> "dict":
         """The store's settings, {name: int} (storage.settings; CONFIG GET)."""
         return self._read(settings.get)

@@ -146,3 +146,40 @@ def test_import_from_redis_refuses_existing_streams_and_bad_urls(tmp_path, r):
     assert res.exit_code == 1 and "cannot connect" in res.stderr and "Traceback" not in res.stderr
     res = invoke(["--db", str(tmp_path / "dst"), "import", "--from", url(r), "nosuch"])
     assert res.exit_code == 1 and "no such stream" in res.stderr
+
+
+def test_export_carries_idmp_history_where_the_server_has_xidmprecord(tmp_path, r):
+    """A Redis 8.8+ target (here `xs serve`, which has XIDMPRECORD) gets the
+    producers' IDMP history: a retried XADD IDMP there is a duplicate.
+    Redis 7.0 has no XIDMPRECORD: the history is counted as not carried."""
+    from tests.conftest import run_xs
+    from tests.test_serve import Served
+    src = tmp_path / "src"
+    # a real clock (a subprocess): IDMP history expires by entry ID age
+    p = run_xs(src, ["XADD s IDMP p1 order-1 * f v", "XADD s IDMP p1 order-2 * f w",
+                     "XADD s IDMP p2 order-3 * f x", "XCFGSET s IDMP-DURATION 600 IDMP-MAXSIZE 50",
+                     "XADD s IDMP p1 order-1 * f v", "XADD s IDMP p2 order-3 * f x", "XDEL s 0-0",
+                     "XINFO STREAM s"])
+    assert p.returncode == 0, p.stderr
+    replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
+    first, gone, hist = replies[0], replies[5], replies[7]
+    assert run_xs(src, ["XDEL s %s" % gone]).returncode == 0          # p2's entry: not carried
+    s = session(src)
+    served = Served(tmp_path / "dst")
+    try:
+        res = invoke(["--db", str(src), "export", "--to", "redis://127.0.0.1:%d" % served.port])
+        assert res.exit_code == 0, res.stderr
+        c = served.client()
+        info = c.execute_command("XINFO", "STREAM", "s")
+        info = dict(zip(info[0::2], info[1::2]))
+        assert (info[b"idmp-duration"], info[b"idmp-maxsize"], info[b"iids-tracked"]) == (600, 50, 1)
+        assert hist["iids-tracked"] == 2
+        n = c.xlen("s")
+        dup = c.execute_command("XADD", "s", "IDMP", "p1", "order-1", "*", "f", "v")
+        assert c.xlen("s") == n and dup.decode() == xs_json(s, "XRANGE", "s", "-", "+")[-1][0]
+        assert first != dup.decode()     # the history recorded after XCFGSET, not before
+    finally:
+        served.stop()
+    res = invoke(["--db", str(src), "export", "--to", url(r)])
+    assert res.exit_code == 0, res.stderr
+    assert "idmp" in res.stderr, res.stderr

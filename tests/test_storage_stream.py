@@ -539,3 +539,57 @@ def test_xadd_idmp_with_long_producer_and_iid_names_stays_within_lmdb_key_limit(
     first = cmd(store, "XADD", "s", "IDMP", pid, iid, "*", "f", "v")
     assert cmd(store, "XADD", "s", "IDMP", pid, iid, "*", "f", "other") == first
     assert cmd(store, "XLEN", "s") == 1
+
+
+# ============================================================ XIDMPRECORD
+# Redis 8.8's command to replay IDMP history.  The cases are the documented
+# ones; the error texts could not be checked against Redis's source here.
+
+def test_xidmprecord_makes_a_later_xadd_idmp_a_duplicate(store, clock):
+    a = cmd(store, "XADD", "s", "*", "f", "v")
+    cmd(store, "XADD", "s", "*", "f", "w")
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", a) == "OK"
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", a) == "OK"          # the same pair again: OK
+    n = cmd(store, "XLEN", "s")
+    assert cmd(store, "XADD", "s", "IDMP", "p", "i", "*", "f", "x") == a
+    assert cmd(store, "XLEN", "s") == n
+    m = stream_meta(store, b"s")
+    assert m.idmp_stats == [1, 1, 0, 1]        # pids, iids tracked; added counts XADDs only; one duplicate
+
+
+def test_xidmprecord_errors_change_nothing(store, clock):
+    assert cmd(store, "XIDMPRECORD", "nokey", "p", "i", "1-0") == {"error": "ERR no such key"}
+    a = cmd(store, "XADD", "s", "*", "f", "v")
+    b = cmd(store, "XADD", "s", "*", "f", "w")
+    gone = cmd(store, "XADD", "s", "*", "f", "x")
+    cmd(store, "XDEL", "s", gone)
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", "abc") == {
+        "error": "ERR Invalid stream ID specified as stream command argument"}
+    no_entry = {"error": "ERR The specified stream ID was deleted or doesn't exist"}
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", gone) == no_entry
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", "1-1") == no_entry
+    assert cmd(store, "XIDMPRECORD", "s", "", "i", a) == {"error": "ERR XIDMPRECORD requires a non-empty producer ID"}
+    assert cmd(store, "XIDMPRECORD", "s", "p", "", a) == {
+        "error": "ERR XIDMPRECORD requires a non-empty idempotent ID"}
+    assert rows(store, b"idmp") == []
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", a) == "OK"
+    before = rows(store, b"idmp")
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i", b) == {
+        "error": "ERR The specified IDMP producer-id/idempotent-id pair maps to a different stream ID"}
+    assert rows(store, b"idmp") == before
+    assert cmd(store, "XIDMPRECORD", "s", "p", "i") == {
+        "error": "ERR wrong number of arguments for 'xidmprecord' command"}
+
+
+def test_xidmprecord_keeps_idmp_maxsize(store, clock):
+    cmd(store, "XADD", "s", "*", "f", "v")
+    cmd(store, "XCFGSET", "s", "IDMP-MAXSIZE", "2")
+    ids = []
+    for k in range(3):
+        clock.advance(1)
+        ids.append(cmd(store, "XADD", "s", "*", "f", str(k)))
+        assert cmd(store, "XIDMPRECORD", "s", "p", "i%d" % k, ids[-1]) == "OK"
+    assert stream_meta(store, b"s").idmp_stats[1] == 2
+    clock.advance(1)
+    assert cmd(store, "XADD", "s", "IDMP", "p", "i0", "*", "f", "new") not in ids     # the oldest went
+    assert cmd(store, "XADD", "s", "IDMP", "p", "i2", "*", "f", "new") == ids[2]

@@ -47,6 +47,7 @@ def to_redis(store, url, names=None, replace=False, progress=None, pipeline=1000
     st = Stats()
     t0 = time.monotonic()
     notes = {"nacked": 0, "pending-deleted": 0, "idmp": 0}
+    r.xs_idmp = _knows(r, "XIDMPRECORD") and _knows(r, "XCFGSET")     # Redis 8.8+ takes IDMP history
     try:
         with store.read() as tx:
             if names is None:
@@ -89,8 +90,11 @@ def _stream_to_redis(tx, r, name, size, st, notes, progress):
         elif kind == "stream":
             meta = rec[1]
         elif kind == "iid":
-            notes["idmp"] += 1
-            continue
+            if not _iid_to_redis(tx, r, p, name, meta, rec, setid_done):
+                notes["idmp"] += 1
+                continue
+            setid_done = True
+            queued += 1
         else:
             if not setid_done:
                 setid_done = True
@@ -120,6 +124,33 @@ def _stream_to_redis(tx, r, name, size, st, notes, progress):
     if not setid_done:
         _setid(p, name, meta)
     flush()
+
+
+def _knows(r, command):
+    """Whether the server has ``command`` (COMMAND INFO answers nil if not)."""
+    try:
+        info = r.execute_command("COMMAND", "INFO", command)
+    except _redis_error():
+        return False
+    return bool(info) and info[0] is not None
+
+
+def _iid_to_redis(tx, r, p, name, meta, rec, setid_done):
+    """Queue one IDMP history record (producer, IID -> entry) for a server
+    that has XIDMPRECORD: the stream's IDMP settings first (XCFGSET, which
+    clears history, so once, before the first record).  False when it
+    cannot be carried: an older server, a name stored hashed (over the
+    key-size limit), or an entry since deleted (XIDMPRECORD refuses it)."""
+    _, pk, ik, i = rec
+    pid, iid = codec.name_from_key(pk), codec.name_from_key(ik)
+    if not r.xs_idmp or pid is None or iid is None or not len(tx.range(name, RangeOptions(start=i, end=i))):
+        return False
+    if not setid_done:
+        _setid(p, name, meta)
+        p.execute_command("XCFGSET", name, "IDMP-DURATION", meta["idmp-duration"],
+                          "IDMP-MAXSIZE", meta["idmp-maxsize"])
+    p.execute_command("XIDMPRECORD", name, pid, iid, fmt(i))
+    return True
 
 
 def _setid(p, name, meta):

@@ -26,7 +26,7 @@ FAMILIES = [
     ("stream", "streams", "stream commands",
      "Adding, reading, trimming and inspecting streams.",
      ["XADD", "XRANGE", "XREVRANGE", "XLEN", "XDEL", "XDELEX", "XTRIM", "XSETID", "XCFGSET",
-      "XREAD", "XINFO"]),
+      "XIDMPRECORD", "XREAD", "XINFO"]),
     ("group", "groups", "consumer group commands",
      "Consumer groups: delivery, pending entries lists (PELs), acknowledgement, claiming.",
      ["XGROUP", "XREADGROUP", "XACK", "XACKDEL", "XNACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"]),
@@ -95,6 +95,12 @@ DOCS = {
         "deleted ID): later '*' IDs continue from there.",
         "5.0.0", "O(1).",
         ["XSETID events 1800000000000-0"]),
+    "XIDMPRECORD": (
+        "Record that a producer's idempotent ID added an existing entry, so a later XADD IDMP "
+        "with the same pair is a duplicate (replaying IDMP history, as Redis's AOF does). OK "
+        "also when the pair already maps to that entry; an error when it maps to another.",
+        "8.8.0", "O(1).",
+        ["XIDMPRECORD events producer-1 order-42 1700000000000-0"]),
     "XCFGSET": (
         "Configure a stream's idempotent-production memory: how many seconds (IDMP-DURATION) "
         "and how many IDs per producer (IDMP-MAXSIZE) XADD IDMP remembers. Clears what was "

@@ -52,6 +52,7 @@ COMMANDS = {
     b"XTRIM": _c("xtrim", -4, s.parse_xtrim, s.xtrim, True, "trim"),
     b"XSETID": _c("xsetid", -3, s.parse_xsetid, s.xsetid, True, "set_id"),
     b"XCFGSET": _c("xcfgset", -2, s.parse_xcfgset, s.xcfgset, True, "configure_idmp"),
+    b"XIDMPRECORD": _c("xidmprecord", 5, s.parse_xidmprecord, s.xidmprecord, True, "record_idmp"),
     b"XREAD": _c("xread", -4, s.parse_xread, s.xread, False, "read_streams",
                  blocking=True, prepare=s.prepare_xread),
     b"XREADGROUP": _c("xreadgroup", -7, g.parse_xreadgroup, g.xreadgroup, True, "read_group", blocking=True),

@@ -261,6 +261,21 @@ XCFGSET_OPTIONS = {b"IDMP-DURATION": (1, 86400, errors.idmp_duration_range),
                    b"IDMP-MAXSIZE": (1, 10000, errors.idmp_maxsize_range)}
 
 
+def parse_xidmprecord(argv):
+    """XIDMPRECORD key pid iid stream-id
+
+    Record that producer pid's idempotent ID iid added the existing entry
+    stream-id (Redis 8.8 replays IDMP history with it); OK, also when the
+    pair already maps to that entry."""
+    ids, err = _ids(argv[4:5])
+    return argv[1], argv[2], argv[3], IdsOptions(ids, 1, KEEPREF, err)
+
+
+def xidmprecord(tx, key, pid, iid, opts):
+    tx.record_idmp(key, pid, iid, opts)
+    return OK
+
+
 def parse_xcfgset(argv):
     """XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE count]"""
     given = {}
