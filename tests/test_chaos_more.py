@@ -47,9 +47,19 @@ FULL_ROUNDS = int(os.environ.get("XS_CHAOS_FULL_ROUNDS", "1"))
 SMALL_MAP = 1 << 20
 # ``xs`` itself, with the map starting at SMALL_MAP instead of 1 GiB
 XS_SMALL_MAP = [sys.executable, "-c",
-                "import runpy, sys\n"
+                "import os, runpy, sys\n"
                 "import storage.store as st\n"
                 "st.INITIAL_MAP = %d\n"
+                "log = os.environ.get('XS_TEST_GROW_LOG')\n"
+                "if log:\n"
+                "    # count the map growths (and adoptions of another process's) done\n"
+                "    real = st.Store._set_mapsize\n"
+                "    def counted(self, size):\n"
+                "        real(self, size)\n"
+                "        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)\n"
+                "        os.write(fd, b'adopt\\n' if size == 0 else b'grow\\n')\n"
+                "        os.close(fd)\n"
+                "    st.Store._set_mapsize = counted\n"
                 "sys.argv[0] = 'xs'\n"
                 "runpy.run_module('xstream_cli', run_name='__main__', alter_sys=True)\n" % SMALL_MAP]
 STORE_FILES = {"data.mdb", "lock.mdb", "lock"}
@@ -162,3 +172,142 @@ def test_restore_killed_at_random_moments_leaves_the_old_store_or_the_new_one_ne
     assert seen["A"] > 0, "no kill landed before the commit (%s)" % info()
     print("restore chaos: %s; %d kills (%d with a small map), %d completed, store A %d times, B %d times; "
           "B has %d entries, %d pending" % (info(), kills, grown, completed, seen["A"], seen["B"], 60000, b_pel))
+
+
+# ================================================================= map growth
+
+class SmallMap(Role):
+    """A Role (tests/test_chaos.py) whose processes start with a 1 MiB map."""
+
+    def spawn(self, args, **kw):
+        p = subprocess.Popen(XS_SMALL_MAP + ["--db", self.db] + args, cwd=ROOT, stderr=subprocess.PIPE, **kw)
+        with self.lock:
+            self.proc = p
+            self.starts += 1
+        return p
+
+
+def payload(k, n, size):
+    unit = b"%d.%d;" % (k, n)
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+class BigWriter(SmallMap):
+    """Script mode, one XADD of a ``size``-byte entry at a time: every
+    ID read back is an acknowledged write."""
+
+    def __init__(self, k, db, stop, size):
+        super().__init__("writer%d" % k, db, stop)
+        self.k, self.n, self.size = k, 0, size
+        self.acked = {}                # id -> n
+
+    def once(self):
+        p = self.spawn(["--raw"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            while not self.stop.is_set():
+                n = self.n
+                self.n += 1
+                p.stdin.write(b"XADD big * w %d n %d p %s\n" % (self.k, n, payload(self.k, n, self.size)))
+                p.stdin.flush()
+                line = p.stdout.readline()
+                if not line:
+                    return
+                assert AN_ID.match(line.strip()), line[:200]
+                self.acked[line.strip()] = n
+        finally:
+            self.reap(p)
+
+
+class OneShotReader(SmallMap):
+    """One-shot reads, each of which must answer (exit 0, no traceback,
+    no LMDB error) however the map grows meanwhile."""
+
+    COMMANDS = (["XLEN", "big"], ["XRANGE", "big", "-", "+", "COUNT", "2"], ["XREVRANGE", "big", "+", "-", "COUNT", "1"],
+                ["XINFO", "STREAM", "big"], ["SCAN", "0"])
+
+    def __init__(self, k, db, stop, rng):
+        super().__init__("reader%d" % k, db, stop)
+        self.rng = rng
+        self.reads = 0
+
+    def once(self):
+        args = self.rng.choice(self.COMMANDS)
+        p = self.spawn(["--raw"] + args, stdout=subprocess.DEVNULL)
+        code = p.wait()
+        err = p.stderr.read().decode("utf-8", "replace")
+        if code < 0:                   # killed by the test at the end
+            return
+        if code != 0 or "Traceback" in err or "MDB_" in err:
+            self.errors.append("%s exited %d: %s" % (args, code, err[-2000:]))
+        self.reads += 1
+
+
+def test_map_growth_killed_at_random_loses_no_acknowledged_write_and_fails_no_reader(tmp_path):
+    """Rounds on fresh stores (a map of twice the data file is what a
+    process opens with, so growth is densest while a store is young)."""
+    rng = random.Random(SEED)
+    log = tmp_path / "grow.log"
+    os.environ["XS_TEST_GROW_LOG"] = str(log)      # inherited by the launcher's processes
+    kills = acked = reads = stored_total = 0
+    rounds = max(1, int(GROWTH_SECONDS / 2.5))
+    try:
+        for rnd in range(rounds):
+            db = tmp_path / ("store%d" % rnd)
+            k, a, r, n = _growth_round(db, rng, GROWTH_SECONDS / rounds)
+            kills, acked, reads, stored_total = kills + k, acked + a, reads + r, stored_total + n
+    finally:
+        del os.environ["XS_TEST_GROW_LOG"]
+    events = log.read_bytes().split() if log.exists() else []
+    grows, adopts = events.count(b"grow"), events.count(b"adopt")
+    info = "seed %d, %d rounds, %d kills, %d growths, %d adoptions" % (SEED, rounds, kills, grows, adopts)
+    assert grows >= 2 * rounds, "the map hardly grew (%s)" % info
+    assert acked > 100 and reads > 5 and kills > 3, (acked, reads, info)
+    print("map growth chaos: %s; %d acknowledged XADDs of 64 KiB all present (%d stored), %d one-shot reads "
+          "all answered" % (info, acked, stored_total, reads))
+
+
+def _growth_round(db, rng, seconds):
+    p = xs(db, "--raw", "XADD", "big", "*", "a", "1", launcher=XS_SMALL_MAP)
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.strip()
+    stop = threading.Event()
+    writers = [BigWriter(k, db, stop, 65536) for k in range(2)]
+    readers = [OneShotReader(k, db, stop, random.Random(rng.random())) for k in range(2)]
+    for r in writers + readers:
+        r.start()
+    kills = 0
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            time.sleep(rng.uniform(0.1, 0.6))
+            kills += rng.choice(writers).kill()
+    finally:
+        stop.set()
+        for r in writers + readers:
+            r.kill()
+        for r in writers + readers:
+            r.join(timeout=30)
+    info = "seed %d, %s, %d kills, starts %s" % (SEED, db.name, kills, {r.name: r.starts for r in writers})
+    for r in writers + readers:
+        assert not r.errors, "%s (%s):\n%s" % (r.name, info, r.errors[0])
+    s = Store(str(db))
+    try:
+        check_pel_indexes(s)
+        stored = {}
+        for e in s.run(lambda tx: tx.range(b"big", EVERYTHING), write=False):
+            i = bytes(e[0])
+            assert i not in stored, "entry %r twice (%s)" % (i, info)
+            stored[i] = [bytes(x) for x in e[1]]
+    finally:
+        s.close()
+    assert stored.pop(first) == [b"a", b"1"]
+    acked = 0
+    for w in writers:
+        for i, n in w.acked.items():
+            want = [b"w", b"%d" % w.k, b"n", b"%d" % n, b"p", payload(w.k, n, w.size)]
+            assert stored.get(i) == want, "acknowledged XADD %r (writer %d, n %d) lost or changed (%s)" % (
+                i, w.k, n, info)
+        acked += len(w.acked)
+    q = xs(db, "--raw", "XLEN", "big")
+    assert q.returncode == 0 and int(q.stdout) == len(stored) + 1, q
+    return kills, acked, sum(r.reads for r in readers), len(stored)
