@@ -32,6 +32,7 @@ _xs_spec() {
         'XGROUP DESTROY') echo 'k g||' ;;
         'XGROUP HELP') echo '||' ;;
         'XGROUP SETID') echo 'k g|ENTRIESREAD|ENTRIESREAD:-' ;;
+        'XIDMPRECORD') echo 'k||' ;;
         'XINFO CONSUMERS') echo 'k g||' ;;
         'XINFO GROUPS') echo 'k||' ;;
         'XINFO HELP') echo '||' ;;
@@ -83,7 +84,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -112,7 +113,7 @@ _xs() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--db --help --json --no-raw --no-sync --pretty --raw --version -h -i -r' -- "$cur")); return
         fi
-        local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
+        local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
         COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls restore save serve tail trim worker" -- "$cur"))
         return

@@ -58,6 +58,8 @@ function __xs_spec
             echo '||'
         case 'XGROUP SETID'
             echo 'k g|ENTRIESREAD|ENTRIESREAD:-'
+        case 'XIDMPRECORD'
+            echo 'k||'
         case 'XINFO CONSUMERS'
             echo 'k g||'
         case 'XINFO GROUPS'
@@ -143,7 +145,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker
+            printf '%s\n' CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -193,7 +195,7 @@ function __xs_args
             printf '%s\n' --db --help --json --no-raw --no-sync --pretty --raw --version -h -i -r
             return
         end
-        set -l names CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
+        set -l names CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
         printf '%s\n' $names archive compact completion export help import info ls restore save serve tail trim worker
         return
