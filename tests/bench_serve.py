@@ -1,7 +1,8 @@
 """Benchmark: ``xs serve`` against redis-server with ``appendfsync always``,
 driven by ``redis-benchmark`` (redis-tools).
 
-    python3 tests/bench_serve.py [-n 100000] [-c 50] [-P 1,16] [--cases xadd,xreadgroup]
+    python3 tests/bench_serve.py [-n 100000] [-c 50] [-P 1,16] [--cases xadd,xreadgroup,ackloop]
+                                 [--consumers 8] [--count 10]
 
 Both servers start fresh on free loopback ports, each durable before it
 replies: redis-server with ``--appendonly yes --appendfsync always``,
@@ -12,7 +13,19 @@ xs serve as it runs by default (LMDB commit with fsync).  Cases:
               filled beforehand with n entries: each call delivers one
               entry (a write: the PEL and the group's last ID)
 
-each without pipelining and with ``-P`` (one row per pipeline depth).
+each without pipelining and with ``-P`` (one row per pipeline depth),
+and
+
+  ackloop     the worker loop redis-benchmark cannot drive (it cannot ack
+              IDs it did not choose): the stream filled with n entries,
+              --consumers processes (redis-py) each looping
+              ``XREADGROUP GROUP g c<k> COUNT 10 STREAMS s >`` then
+              ``XACK s g`` of the IDs it got, until the stream is drained.
+              Its figures are entries per second and the p50/p99 of one
+              iteration (read + ack).  At the end the group's PEL must be
+              empty and every entry delivered exactly once, on both
+              servers (else the benchmark fails).
+
 Prints requests per second and p50/p99 latency (ms) of both servers and
 the ratio xs/redis.  The issue's goal: xs at least 0.5x unpipelined and
 1.0x pipelined.
@@ -81,7 +94,74 @@ def bench(port, n, c, pipeline, command):
 CASES = {
     "xadd": (["XADD", "s", "*", "f", "v"], False),
     "xreadgroup": (["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">"], True),
+    "ackloop": (None, True),
 }
+
+
+def _consumer(port, k, count, go, out):
+    """One consumer process of the ackloop case: read COUNT entries through
+    the group, ack them, until a read finds nothing new.  Puts (k, ids
+    delivered, iteration latencies in s, time it finished) on ``out``."""
+    import redis
+    try:
+        r = redis.Redis(port=port)
+        r.ping()
+        name = "c%d" % k
+        ids, lat = [], []
+        go.wait()
+        while True:
+            t = time.perf_counter()
+            got = r.xreadgroup("g", name, {"s": ">"}, count=count)
+            batch = [i for _, entries in got for i, _ in entries] if got else []
+            if not batch:
+                break
+            r.xack("s", "g", *batch)
+            lat.append(time.perf_counter() - t)
+            ids += batch
+        out.put((k, ids, lat, time.monotonic()))
+    except Exception as e:          # reported by the parent, one line
+        out.put((k, None, "%s: %s" % (type(e).__name__, e), time.monotonic()))
+
+
+def ackloop(port, consumers, count):
+    """(entries/s, p50 ms, p99 ms) of ``consumers`` processes draining the
+    filled stream s through group g; checks exactly-once delivery and an
+    empty PEL afterwards."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_consumer, args=(port, k, count, go, out)) for k in range(consumers)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)                 # connected and waiting on go
+    t0 = time.monotonic()
+    go.set()
+    results = [out.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join()
+    delivered, lat, end = [], [], t0
+    for k, ids, l, t in results:
+        if ids is None:
+            sys.exit("ackloop consumer c%d failed: %s" % (k, l))
+        delivered += ids
+        lat += l
+        end = max(end, t)
+    # the checks: every entry delivered exactly once, nothing left pending
+    import redis
+    r = redis.Redis(port=port)
+    all_ids = [i for i, _ in r.xrange("s")]
+    pending = r.xpending("s", "g")["pending"]
+    if len(delivered) != len(set(delivered)):
+        sys.exit("ackloop on port %d: %d entries delivered more than once"
+                 % (port, len(delivered) - len(set(delivered))))
+    if sorted(delivered) != sorted(all_ids):
+        sys.exit("ackloop on port %d: %d entries in the stream, %d delivered, %d never delivered"
+                 % (port, len(all_ids), len(delivered), len(set(all_ids) - set(delivered))))
+    if pending != 0:
+        sys.exit("ackloop on port %d: %d entries still pending after the acks" % (port, pending))
+    lat.sort()
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else 0.0   # noqa: E731
+    return len(delivered) / max(end - t0, 1e-9), pick(0.50), pick(0.99)
 
 
 def main():
@@ -89,8 +169,19 @@ def main():
     ap.add_argument("-n", type=int, default=100000, help="requests per run")
     ap.add_argument("-c", type=int, default=50, help="clients")
     ap.add_argument("-P", default="1,16", help="pipeline depths, comma separated")
-    ap.add_argument("--cases", default="xadd,xreadgroup")
+    ap.add_argument("--cases", default="xadd,xreadgroup,ackloop")
+    ap.add_argument("--consumers", type=int, default=8, help="consumer processes of the ackloop case")
+    ap.add_argument("--count", type=int, default=10, help="XREADGROUP COUNT of the ackloop case")
     a = ap.parse_args()
+    cases = a.cases.split(",")
+    for name in cases:
+        if name not in CASES:
+            sys.exit("unknown case %r (cases: %s)" % (name, ", ".join(CASES)))
+    if "ackloop" in cases:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            sys.exit("the ackloop case needs redis-py (pip install redis)")
     for tool in ("redis-server", "redis-cli", "redis-benchmark"):
         if not shutil.which(tool):
             sys.exit("%s is not installed (apt-get install redis-server redis-tools)" % tool)
@@ -109,8 +200,17 @@ def main():
               % (a.n, a.c, cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]))
         print("%-12s %3s  %10s %10s %6s  %8s %8s  %8s %8s" % ("case", "-P", "redis r/s", "xs r/s", "xs/r",
                                                               "r p50", "xs p50", "r p99", "xs p99"))
-        for name in a.cases.split(","):
+        for name in cases:
             command, needs_fill = CASES[name]
+            if command is None:        # ackloop: redis-py consumers, entries/s
+                res = []
+                for port in (rport, xport):
+                    fill(port, a.n)
+                    res.append(ackloop(port, a.consumers, a.count))
+                (rr, r50, r99), (xr, x50, x99) = res
+                print("%-12s %3s  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
+                      % (name, "-", rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
+                continue
             for depth in [int(x) for x in a.P.split(",")]:
                 res = []
                 for port in (rport, xport):
@@ -123,6 +223,9 @@ def main():
                 print("%-12s %3d  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
                       % (name, depth, rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
         print("(latencies in ms; xs/r is the throughput ratio)")
+        if "ackloop" in cases:
+            print("(ackloop: %d consumers, COUNT %d; entries/s, latency of one XREADGROUP + XACK iteration; "
+                  "exactly-once delivery and an empty PEL checked on both servers)" % (a.consumers, a.count))
     finally:
         for p in (redis, xs):
             p.send_signal(signal.SIGTERM)
