@@ -7,8 +7,13 @@ through py-lmdb directly, so the prefix and range walks are written once
 Keys and values are bytes produced by storage.codec.
 """
 from functools import partial
+from itertools import islice
+from operator import itemgetter
 
 from storage.codec import prefix_end
+
+
+_second = itemgetter(1)
 
 
 class KV:
@@ -125,7 +130,6 @@ class KV:
         """Up to ``count`` values of keys with ``prefix``: from ``start``
         upwards, or (``reverse``) from the last key of the prefix down.
         The whole-stream fast path of XRANGE."""
-        from itertools import islice
         c = self.cursor(db)
         if not reverse:
             if not c.set_range(start):
@@ -136,6 +140,46 @@ class KV:
         if not ok:
             return []
         return list(islice(c.iterprev(keys=False), count))
+
+    def values_between(self, db, lo, hi, count, reverse=False):
+        """Up to ``count`` values of keys with ``lo <= key <= hi``,
+        ascending (``reverse``: descending from ``hi``).  The bounded
+        XRANGE path: entries are taken from the cursor in C (islice) in
+        growing chunks, and only the chunk that passes the bound is
+        searched, so no Python step is spent per entry."""
+        c = self.cursor(db)
+        if not reverse:
+            if not c.set_range(lo):
+                return []
+            it = c.iternext()
+            past = hi.__lt__                   # a key beyond the range
+        else:
+            if c.set_range(hi):
+                if c.key() != hi and not c.prev():
+                    return []
+            elif not c.last():
+                return []
+            it = c.iterprev()
+            past = lo.__gt__
+        out = []
+        step = 64
+        while len(out) < count:
+            got = list(islice(it, min(step, count - len(out))))
+            if not got:
+                break
+            if past(got[-1][0]):
+                a, b = 0, len(got) - 1             # the first key beyond the range is in got[a..b]
+                while a < b:
+                    mid = (a + b) // 2
+                    if past(got[mid][0]):
+                        b = mid
+                    else:
+                        a = mid + 1
+                out.extend(map(_second, got[:a]))
+                break
+            out.extend(map(_second, got))
+            step = min(step * 4, 1 << 16)
+        return out
 
     # ----------------------------------------------------------- deletion
 

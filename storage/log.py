@@ -208,14 +208,7 @@ class EntryLog:
         if start == MIN_ID and end == MAX_ID:
             # the whole stream: exactly m.length values under the prefix
             return self._kv.values_from(self._db, p, p, n, rev)
-        out = []
-        append = out.append
-        for _, v in self._kv.iter_range(self._db, codec.entry_key(m.sid, start), codec.entry_key(m.sid, end),
-                                        reverse=rev):
-            append(v)
-            if len(out) >= n:
-                break
-        return out
+        return self._kv.values_between(self._db, codec.entry_key(m.sid, start), codec.entry_key(m.sid, end), n, rev)
 
     def entries(self, m, start, end, count=0, rev=False):
         """Like ``values``, decoded: ``[id_text, fields]`` each."""
