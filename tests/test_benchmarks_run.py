@@ -30,6 +30,8 @@ CASES = [
                  "exactly-once delivery and an empty PEL checked", marks=needs_redis, id="serve"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
                  marks=needs_redis, id="worker_loop"),
+    pytest.param("bench_ingest_curve.py", ["--sizes", "200,1000", "--batch", "300", "--repeat", "1", "--oneshot", "2"],
+                 "largest vs smallest", marks=needs_redis, id="ingest_curve"),
     pytest.param("bench_spark.py", ["--entries", "2000", "--repeat", "1"], "archive (xs archive",
                  marks=needs_spark, id="spark"),
 ]
