@@ -181,42 +181,45 @@ class RequestParser:
             raise ProtocolError("Protocol error: unbalanced quotes in request")
 
 
+_ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
+_HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
+
+
 def _whole_frames(data, out, max_bulk):
     """The fast path of the request reader: the complete, well-formed
     multibulk requests at the start of ``data``, found with one split on
     CRLF (an argument holding a CRLF, a malformed or an incomplete request
     ends it, and the general loop goes on from there).  Appends them to
-    ``out``; returns how many bytes they took."""
+    ``out``; returns how many bytes they took.
+
+    Per request it does a constant number of Python steps: the arguments
+    are every other token, and their ``$len`` headers are checked all at
+    once against the headers their lengths make (table lookups in C)."""
     toks = data.split(b"\r\n")
     n = len(toks) - 1                    # the last token is not followed by CRLF
+    argc_of = _ARGC.get
+    header = _HEADER.__getitem__
+    check_big = max_bulk < len(_HEADER) - 1 or len(data) > max_bulk
     i = 0
-    used = 0
     while i < n:
-        t = toks[i]
-        if t[:1] != b"*":
+        argc = argc_of(toks[i])
+        if argc is None:
             break
+        j = i + 1 + 2 * argc
+        if j > n:
+            break
+        argv = toks[i + 2:j:2]
         try:
-            argc = int(t[1:])
-        except ValueError:
+            if toks[i + 1:j:2] != list(map(header, map(len, argv))):
+                break
+        except IndexError:               # an argument of 4 KB or more
+            if toks[i + 1:j:2] != [b"$%d" % len(v) for v in argv]:
+                break
+        if check_big and max(map(len, argv)) > max_bulk:
             break
-        if argc <= 0 or argc > 1024 or i + 2 * argc >= n:
-            break
-        argv = []
-        size = len(t) + 2
-        j = i + 1
-        for _ in range(argc):
-            h = toks[j]
-            v = toks[j + 1]
-            lv = len(v)
-            if h[:1] != b"$" or h[1:] != b"%d" % lv or lv > max_bulk:
-                return used
-            argv.append(v)
-            size += len(h) + lv + 4
-            j += 2
         out.append(argv)
-        used += size
         i = j
-    return used
+    return sum(map(len, toks[:i])) + 2 * i if i else 0
 
 
 # ------------------------------------------------------------------- replies

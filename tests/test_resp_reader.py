@@ -1,0 +1,66 @@
+"""The request reader of ``xs serve`` (xstream_cli.resp.RequestParser)
+gives back exactly the commands a client encoded, however the bytes are
+cut into reads: its fast path (whole requests found with one split on
+CRLF, argument headers checked against a table) and its general loop
+(arguments holding CRLF, 4 KB and longer arguments, incomplete requests)
+must agree.  An argument over the bulk limit is a protocol error."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xstream_cli.resp import ProtocolError, RequestParser
+
+# arguments that stress the fast path: empty, CRLF inside, things that look
+# like headers, and lengths around the header table's 4 KB edge
+ARG = st.one_of(
+    st.binary(max_size=12),
+    st.sampled_from([b"", b"\r\n", b"$1", b"*2", b"\r\n$3\r\nabc", b"a\rb", b"a\nb", b"*1\r\n$1\r\nx"]),
+    st.integers(4090, 4100).map(lambda n: b"x" * n),
+)
+COMMANDS = st.lists(st.lists(ARG, min_size=1, max_size=5), max_size=8)
+
+
+def wire(commands):
+    return b"".join(b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c) for c in commands)
+
+
+def read(data, cuts, max_bulk=512 << 20):
+    p = RequestParser(max_bulk)
+    got = []
+    points = sorted({min(c, len(data)) for c in cuts})
+    for a, b in zip([0] + points, points + [len(data)]):
+        p.feed(data[a:b])
+        got += p.commands()
+    return got, p.pending()
+
+
+@settings(max_examples=400, deadline=None)
+@given(COMMANDS, st.lists(st.integers(0, 20000), max_size=4))
+def test_every_command_comes_back_whole_however_the_bytes_are_cut(commands, cuts):
+    data = wire(commands)
+    got, pending = read(data, cuts)
+    assert got == commands
+    assert pending == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMMANDS, st.lists(st.integers(0, 20000), max_size=3))
+def test_a_request_cut_short_waits_for_the_rest(commands, cuts):
+    data = wire(commands + [[b"XADD", b"s", b"*", b"f", b"v"]])
+    got, pending = read(data[:-3], cuts)
+    assert got == commands
+    assert pending > 0
+
+
+def test_a_header_that_does_not_match_the_token_leaves_it_to_the_general_loop():
+    # "$4" covers "ab\r\n": the split on CRLF sees "ab", the header says 4
+    got, pending = read(b"*1\r\n$4\r\nab\r\n\r\n*1\r\n$4\r\nPING\r\n", [])
+    assert got == [[b"ab\r\n"], [b"PING"]] and pending == 0
+
+
+def test_an_argument_over_the_bulk_limit_is_a_protocol_error():
+    for size in (100, 5000):
+        got, _ = read(wire([[b"PING"], [b"ECHO", b"y" * size]]), [], max_bulk=size - 1)
+        assert got[0] == [b"PING"]
+        assert isinstance(got[1], ProtocolError) and "invalid bulk length" in str(got[1])
+        got, _ = read(wire([[b"ECHO", b"y" * size]]), [], max_bulk=size)
+        assert got == [[b"ECHO", b"y" * size]]
