@@ -10,7 +10,7 @@ consistency check (tests._helpers.check_pel_indexes).
     temporary copy that ``xs restore -`` makes of stdin is swept by the
     next run.  Some runs start with a 1 MiB map so that the restore
     grows it (a grow restarts the transaction) while it may be killed.
-  * map growth: script-mode writers add 8 KiB entries to a store whose
+  * map growth: script-mode writers add 256 KiB entries to a store whose
     map starts at 1 MiB (storage.store.INITIAL_MAP patched in the
     launcher, the product's own entry point otherwise), so that it grows
     many times; writers are killed at random; every XADD whose reply was
@@ -262,7 +262,7 @@ def test_map_growth_killed_at_random_loses_no_acknowledged_write_and_fails_no_re
     try:
         for rnd in range(rounds):
             db = tmp_path / ("store%d" % rnd)
-            k, a, r, n = _growth_round(db, rng, GROWTH_SECONDS / rounds)
+            k, a, r, n = _growth_round(db, rng, GROWTH_SECONDS / rounds, log)
             kills, acked, reads, stored_total = kills + k, acked + a, reads + r, stored_total + n
     finally:
         del os.environ["XS_TEST_GROW_LOG"]
@@ -270,24 +270,31 @@ def test_map_growth_killed_at_random_loses_no_acknowledged_write_and_fails_no_re
     grows, adopts = events.count(b"grow"), events.count(b"adopt")
     info = "seed %d, %d rounds, %d kills, %d growths, %d adoptions" % (SEED, rounds, kills, grows, adopts)
     assert grows >= 2 * rounds, "the map hardly grew (%s)" % info
-    assert acked > 100 and reads > 5 and kills > 3, (acked, reads, info)
-    print("map growth chaos: %s; %d acknowledged XADDs of 64 KiB all present (%d stored), %d one-shot reads "
+    assert acked > 20 and reads > 5 and kills > 3, (acked, reads, info)
+    print("map growth chaos: %s; %d acknowledged XADDs of 256 KiB all present (%d stored), %d one-shot reads "
           "all answered" % (info, acked, stored_total, reads))
 
 
-def _growth_round(db, rng, seconds):
+def _grows(log):
+    return log.read_bytes().split().count(b"grow") if log.exists() else 0
+
+
+def _growth_round(db, rng, seconds, log):
+    """``seconds`` of kills, longer (up to three times) until the map
+    has grown twice in this round: a loaded machine writes slower."""
+    grows = _grows(log)
     p = xs(db, "--raw", "XADD", "big", "*", "a", "1", launcher=XS_SMALL_MAP)
     assert p.returncode == 0, p.stderr
     first = p.stdout.strip()
     stop = threading.Event()
-    writers = [BigWriter(k, db, stop, 65536) for k in range(2)]
+    writers = [BigWriter(k, db, stop, 262144) for k in range(2)]
     readers = [OneShotReader(k, db, stop, random.Random(rng.random())) for k in range(2)]
     for r in writers + readers:
         r.start()
     kills = 0
     end = time.monotonic() + seconds
     try:
-        while time.monotonic() < end:
+        while time.monotonic() < end or (_grows(log) < grows + 2 and time.monotonic() < end + 2 * seconds):
             time.sleep(rng.uniform(0.1, 0.6))
             kills += rng.choice(writers).kill()
     finally:
