@@ -19,7 +19,7 @@ and
   ackloop     the worker loop redis-benchmark cannot drive (it cannot ack
               IDs it did not choose): the stream filled with n entries,
               --consumers processes (redis-py) each looping
-              ``XREADGROUP GROUP g c<k> COUNT 10 STREAMS s >`` then
+              ``XREADGROUP GROUP g c<k> COUNT <--count, 10> STREAMS s >`` then
               ``XACK s g`` of the IDs it got, until the stream is drained.
               Its figures are entries per second and the p50/p99 of one
               iteration (read + ack).  At the end the group's PEL must be
