@@ -117,8 +117,8 @@ class EntryLog:
         """How many nodes ``m`` has (XINFO STREAM's radix-tree-keys); in a
         read transaction too (entries not yet in the node table are
         counted as ``sync_nodes`` would add them, without writing; when
-        more than ``EXACT_COUNT_LIMIT`` wait for that -- a read right after
-        a big bulk ingest -- they are estimated at full nodes instead of
+        more than ``EXACT_COUNT_LIMIT`` wait for that -- a read of a big
+        store just upgraded from format 2 -- they are estimated at full nodes instead of
         read, so a read-only XINFO stays fast; the next write makes the
         count exact)."""
         n = 0
@@ -135,48 +135,38 @@ class EntryLog:
                 if t is not None else None
             rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
                                                              start=codec.entry_key(m.sid, m.nodes_from)))
-            max_bytes, max_entries = self.node_limits()
-            for i, v in rows:
-                tail, opened = _nodes.add(tail, i, codec.entry_fields(v), max_bytes, max_entries)
-                n += opened
+            touched = _nodes.extend(tail, rows, *self.node_limits(), stored=True)
+            n += len(touched) - (1 if touched and touched[0] is tail else 0)
         return n
 
     def sync_nodes(self, m):
-        """Bring the node table of ``m`` up to date: the bulk paths
-        (``append_keyed``: script-mode runs of plain XADDs, restores,
-        imports) only note the first entry they added, and the nodes of
-        the entries from there on are made here, by whichever verb next
-        needs them (XADD, XDEL, trimming, XINFO) -- off the ingest path,
-        each entry once."""
+        """Bring the node table of ``m`` up to date from ``m.nodes_from``
+        (a store migrated from a format without nodes notes where they
+        begin), by whichever verb next needs them (XADD, XDEL, trimming,
+        a bulk append), each entry once."""
         start = m.nodes_from
         if start is None:
             return
         m.nodes_from = None
         rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
                                                          start=codec.entry_key(m.sid, start)))
-        self._append_nodes(m, ((i, codec.entry_fields(v)) for i, v in rows))
+        self._append_nodes(m, rows, stored=True)
 
-    def _append_nodes(self, m, items):
-        """Node bookkeeping for entries ``(ID, fields)`` appended to ``m``,
-        in order: one put per node touched."""
+    def _append_nodes(self, m, items, stored=False):
+        """Node bookkeeping for entries ``(ID, fields)`` (``stored``: ``(ID,
+        stored value)``) appended to ``m``, in order: one put per node
+        touched."""
         sid = m.sid
         t = self._tail(sid)
-        node, blob = t if t is not None else (None, None)
-        dirty = False
-        max_bytes, max_entries = self.node_limits()
-        for i, fields in items:
-            if node is not None and node.fits(_nodes.element_bytes(fields), max_bytes, max_entries):
-                node.append(i, fields)
-                dirty = True
-                continue
-            if dirty:
-                self._put_node(sid, node, blob)
-            node = _nodes.open_node(i, fields)
-            blob = codec.encode_node_names(node.names)
-            dirty = True
-        if dirty:
+        tail, blob = t if t is not None else (None, None)
+        touched = _nodes.extend(tail, items, *self.node_limits(), stored=stored)
+        if not touched:
+            return
+        for node in touched:
+            if node is not tail:
+                blob = codec.encode_node_names(node.names)
             self._put_node(sid, node, blob)
-            self._tails[sid] = (node, blob)
+        self._tails[sid] = (touched[-1], blob)
 
     # ---------------------------------------------------------------- ends
 
@@ -280,14 +270,18 @@ class EntryLog:
 
     def append_keyed(self, m, pairs):
         """Store ready-made ``(entry key, stored value)`` pairs of stream
-        ``m`` (the bulk-ingest path, which packs keys in its loop).  Their
-        nodes are left for later (``m.nodes_from``, see ``sync_nodes``)."""
+        ``m`` (the bulk-ingest path, which packs keys in its loop), and
+        their nodes in the same transaction.  (Leaving the nodes for the
+        next write made a one-shot XADD after a 9M-entry ingest take three
+        minutes, holding the write lock; now each batch pays for its own.)"""
         if not pairs:
             return 0
         n = self._kv.putmulti(self._db, pairs)
         m.length += n
-        if m.nodes_from is None:
-            m.nodes_from = codec.id_from_entry_key(pairs[0][0])
+        if m.nodes_from is not None:
+            self.sync_nodes(m)          # entries of a migrated store first, then these
+        else:
+            self._append_nodes(m, codec.ids_and_values(pairs), stored=True)
         return n
 
     def delete(self, m, i):

@@ -9,9 +9,9 @@ keeps in the store, so that every process on it agrees
 
 They decide where XADD opens a new node (storage.nodes), hence what
 approximate trimming (``~``) removes.  As in Redis, a change applies to
-entries added from then on: nodes already made keep their bounds (entries
-whose nodes were deferred by a bulk ingest get them first, under the old
-sizes).
+entries added from then on: nodes already made keep their bounds (the
+entries of a store upgraded from format 2, whose nodes are not made yet,
+get them first, under the old sizes).
 """
 from storage import codec, nodes
 
@@ -31,7 +31,7 @@ def get(p):
 
 def set_(p, values):
     """Set settings ({name: value}, checked by the caller); nodes deferred
-    by a bulk ingest are made first, under the sizes they were added with."""
+    by a format upgrade are made first, under the sizes in force until now."""
     now = get(p)
     new = dict(now, **values)
     if new == now:

@@ -23,9 +23,11 @@ At each size, for each side:
             that size.  Median of --repeat batches, taken alternately on
             xs and redis so both see the same machine load (so the size
             grows by --repeat x --batch while it is measured).
-  +nodes    xs only: script-mode runs of plain XADDs defer the stream's
-            node table (storage.log.sync_nodes); the next other write
-            builds it for every entry ingested since, in one transaction.
+  +nodes    xs only: script-mode runs of plain XADDs used to defer the
+            stream's node table to the next other write, which built it
+            for every entry ingested since, in one transaction (minutes
+            after a 9M growth); since this commit they build it in each batch and
+            this column should stay near 0, kept to show that it does.
             So after each batch one one-shot ``xs XADD`` is timed, and its
             time beyond a plain one-shot XADD, divided by --batch, is
             added: "total" = script + nodes is the cost an entry really

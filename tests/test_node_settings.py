@@ -79,9 +79,9 @@ def test_approximate_trimming_follows_the_configured_node_size(redis, tmp_path, 
 
 def test_the_node_size_is_the_stores_and_applies_to_entries_added_after(redis, tmp_path):
     """Set in one process, used by the next; entries added before the
-    change keep their nodes (a bulk ingest's deferred nodes too)."""
+    change (here by a bulk ingest) keep their nodes."""
     db = tmp_path / "db"
-    bulk = ["XADD s * f %d" % i for i in range(250)]       # the bulk path defers nodes
+    bulk = ["XADD s * f %d" % i for i in range(250)]       # the bulk path
     p = run_xs(db, bulk, mode="raw")
     assert p.returncode == 0, p.stderr
     assert xs_json(db, "CONFIG SET stream-node-max-entries 10") == ["OK"]

@@ -263,7 +263,7 @@ DOCS = {
         "Change the store's settings, for every process that uses the store. The node sizes "
         "decide where XADD starts a new node, so what XTRIM ~ removes; nodes already made keep "
         "their bounds, as in Redis.",
-        "2.0.0", "O(N) for N settings, plus making the nodes a bulk ingest deferred.",
+        "2.0.0", "O(N) for N settings (plus, once, the nodes of a store upgraded from format 2).",
         ["CONFIG SET stream-node-max-entries 10",
          "CONFIG SET stream-node-max-bytes 4kb stream-node-max-entries 0"]),
 }
