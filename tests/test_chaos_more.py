@@ -147,12 +147,12 @@ def test_restore_killed_at_random_moments_leaves_the_old_store_or_the_new_one_ne
         else:
             assert code == 0, "restore failed (%s): %s" % (info(), err)
             completed += 1
-        # (Python's tempfile.gettempdir() probes the directory with a file
-        # of 8 random letters; a kill inside that probe leaves it behind:
-        # not xs's file, counted and reported)
+        # nothing but xs's own copies: Python's tempfile.gettempdir() probe
+        # file, which a kill could leave once in ~240, is no longer made
         listing = os.listdir(tmp)
         ours = [n for n in listing if n.startswith("xs-restore-")]
         strays.update(n for n in listing if n not in ours)
+        assert not strays, "files that are not xs's in TMPDIR: %r (%s)" % (sorted(strays), info())
         mine = [n for n in ours if "-%d-" % p.pid in n]
         others = [n for n in ours if n not in mine]
         # a run that made its temporary file had swept the killed runs' ones first
