@@ -344,13 +344,19 @@ class OnFullDisk(Role):
         self.full = 0                  # exits for a full disk
 
     def finish(self, p):
+        stopped = self.stop.is_set()
+        if stopped and p.stdin is not None:
+            try:
+                p.stdin.close()      # the round ended while it still served: it must end at EOF
+            except OSError:
+                pass
         try:
             p.wait(timeout=30)
         finally:
             p.kill()
         code = p.wait()
         err = p.stderr.read().decode("utf-8", "replace")
-        if code == -9:
+        if code == -9 or (stopped and code == 0 and not err):
             return
         if code != 1 or "Traceback" in err or not err.startswith("xs: ") or err.count("\n") != 1 \
                 or FULL not in err:

@@ -19,11 +19,16 @@ ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[=>]")
 
 def _controlling_terminal():
     """In the child: a session of its own whose controlling terminal is
-    the pty (stdin), so Ctrl-C typed there is SIGINT, as in a shell."""
+    the pty (stdin), so Ctrl-C typed there is SIGINT, as in a shell --
+    with SIGINT's default disposition, as a login shell gives it (a test
+    run started in the background, ``cmd &``, inherits SIGINT ignored,
+    and Python then installs no KeyboardInterrupt handler)."""
     import fcntl
+    import signal
     import termios
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Term:
