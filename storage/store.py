@@ -182,7 +182,7 @@ class Store:
                 raise ReadOnlyStore(path, why)
             lockless = bool(why)
             if lockless:
-                _no_writer(self.lock_fd, path)
+                _no_writer(self.lock_fd, path, why)
             elif not self.readonly:
                 _mark_writer(self.lock_fd)
             if create and data is None:
@@ -504,7 +504,7 @@ def _store_dir(path, create, strict=True):
         st = os.fstat(fd)
         if st.st_uid != euid:
             raise UnsafeEntry("it belongs to another user (uid %d)" % st.st_uid)
-        mode = 0o700 if made and stat.S_IMODE(st.st_mode) != 0o700 else _narrowed(st.st_mode, "dir")
+        mode = _narrowed(st.st_mode, "dir", made)
         if mode is not None:
             try:
                 os.fchmod(fd, mode)
@@ -589,13 +589,14 @@ def _mark_writer(lock_fd):
         posixlock.hold_shared(lock_fd, _WRITER_BYTE)
 
 
-def _no_writer(lock_fd, path):
+def _no_writer(lock_fd, path, why):
     """Raise StoreError if a process has the store open for writing (a
-    read without LMDB's lock table could then see pages being reused)."""
+    read without LMDB's lock table could then see pages being reused);
+    ``why``: why this reader cannot write (_read_only)."""
     pid = posixlock.holder(lock_fd, _WRITER_BYTE) if lock_fd is not None else None
     if pid is not None:
         raise StoreError("cannot read store %s without write access while process %d has it open for "
-                         "writing (lock.mdb is not writable by this user)" % (path, pid))
+                         "writing (%s)" % (path, pid, why))
 
 
 def _link_target(path):
@@ -662,13 +663,14 @@ def _private(dir_fd, name, st, kind, strict):
 _PRIVATE = {"dir": 0o700, "file": 0o600}
 
 
-def _narrowed(st_mode, kind):
-    """The mode an existing store entry should have, if it is not the one
-    it has: its own bits less any for group and others (and execute, for
-    a file).  Never more: an owner who took away their own write bits
-    (``chmod -R a-w``) keeps a read-only store."""
+def _narrowed(st_mode, kind, made=False):
+    """The mode a store entry should have, if it is not the one it has:
+    0700 / 0600 for one this process just ``made`` (whatever the umask
+    left); for an existing one, its own bits less any for group and
+    others (and execute, for a file) -- never more: an owner who took
+    away their own write bits (``chmod -R a-w``) keeps a read-only store."""
     mode = stat.S_IMODE(st_mode)
-    want = mode & _PRIVATE[kind]
+    want = _PRIVATE[kind] if made else mode & _PRIVATE[kind]
     return want if want != mode else None
 # what a no-follow open of an entry that is a link or of the wrong kind fails with
 _REFUSED_OPEN = {"dir": (errno.ELOOP, errno.ENOTDIR), "file": (errno.ELOOP, errno.ENXIO, errno.EISDIR)}
@@ -692,7 +694,7 @@ def _check_opened(fd, label, kind, strict=True, made=False):
     why = _unsafe(st, kind)
     if why:
         raise UnsafeEntry("%s %s" % (label, why))
-    mode = _PRIVATE[kind] if made and stat.S_IMODE(st.st_mode) != _PRIVATE[kind] else _narrowed(st.st_mode, kind)
+    mode = _narrowed(st.st_mode, kind, made)
     if mode is not None:
         try:
             os.fchmod(fd, mode)
