@@ -96,18 +96,17 @@ def _claim_idle(p, m, g, c, min_idle, count, budget):
     now = p.now
     cutoff = now - min_idle
     cand = []
-    stored = p.log.getter(m)
+    fields_of = p.log.fields_getter(m)
     for t, i in p.pel.by_time(g):
         if t > cutoff:
             break
-        v = stored(i)
-        if v is None:
+        f = fields_of(i)
+        if f is None:
             continue
-        cand.append((i, v))
+        cand.append((i, f))
         if count and len(cand) >= count:
             break
-    from storage.codec import entry_fields
-    rows = budget.fit([(i, entry_fields(v)) for i, v in cand])
+    rows = budget.fit(cand)
     out = []
     moves = []
     record = p.pel.record_of(g)
@@ -225,13 +224,13 @@ def autoclaim(p, name, group, consumer, o):
     claimed, deleted = [], []
     c = p.groups.seen(g, consumer, now)   # created even if nothing is claimed
     nxt = MIN_ID
-    stored = p.log.getter(m)
+    exists = p.log.exists_getter(m)
     for i, rec in p.pel.items(g, o.start, MAX_ID):
         if not attempts or not count:
             nxt = i
             break
         attempts -= 1
-        if stored(i) is None:
+        if not exists(i):
             p.pel.remove(g, i, rec)
             deleted.append(fmt(i))
             count -= 1

@@ -9,7 +9,7 @@ Records, per stream, in this order:
                                             idmp-configured, idmp-duration,
                                             idmp-maxsize, iids-added,
                                             iids-duplicates
-  ("entry", id, stored value)               ascending; decode with
+  ("entry", id, record)                     ascending; decode with
                                             codec.decode_entry
   ("iid", producer key, iid key, id)        grouped by producer, each in
                                             insertion order
@@ -39,7 +39,7 @@ class CorruptStore(Exception):
 
 def stream_records(p, name, batched=False):
     """The records of stream ``name`` (see the module docstring);
-    ``batched``: the entries as ("entries", [(id, stored value), ...])
+    ``batched``: the entries as ("entries", [(id, record), ...])
     records of up to ENTRY_BATCH each (bulk writers: one record per
     thousand entries)."""
     m = p.streams.get(name)
@@ -48,7 +48,7 @@ def stream_records(p, name, batched=False):
     yield "stream", stream_meta(m)
     n = 0
     if batched:
-        stored = p.log.stored(m)
+        stored = p.log.records(m)
         while True:
             chunk = list(islice(stored, ENTRY_BATCH))
             if not chunk:
@@ -56,7 +56,7 @@ def stream_records(p, name, batched=False):
             n += len(chunk)
             yield "entries", chunk
     else:
-        for i, v in p.log.stored(m):
+        for i, v in p.log.records(m):
             yield "entry", i, v
             n += 1
     if n != m.length:

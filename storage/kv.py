@@ -8,12 +8,8 @@ Keys and values are bytes produced by storage.codec.
 """
 from functools import partial
 from itertools import islice
-from operator import itemgetter
 
 from storage.codec import prefix_end
-
-
-_second = itemgetter(1)
 
 
 class KV:
@@ -51,6 +47,20 @@ class KV:
 
     def put(self, db, key, value):
         self.lt.put(key, value, db=db)
+
+    def put_last(self, db, key, value):
+        """``put`` of a key that may be above every key in ``db``: then
+        LMDB's append mode, which fills pages instead of splitting them in
+        half (entries grow at the end of their stream, and the stream
+        made last is usually the one written)."""
+        c = self.cursor(db)
+        c.put(key, value, append=not c.last() or c.key() < key)
+
+    def putmulti_last(self, db, items):
+        """``putmulti`` of ascending pairs, in append mode when the first
+        is above every key in ``db`` (see ``put_last``)."""
+        c = self.cursor(db)
+        return c.putmulti(items, append=bool(items) and (not c.last() or c.key() < items[0][0]))[1]
 
     def delete(self, db, key):
         """True if ``key`` was there."""
@@ -126,23 +136,23 @@ class KV:
                 return k
         return None
 
-    def values_from(self, db, start, prefix, count, reverse=False):
-        """Up to ``count`` values of keys with ``prefix``: from ``start``
-        upwards, or (``reverse``) from the last key of the prefix down.
-        The whole-stream fast path of XRANGE."""
+    def pairs_from(self, db, start, prefix, count, reverse=False):
+        """Up to ``count`` (key, value) pairs of keys with ``prefix``: from
+        ``start`` upwards, or (``reverse``) from the last key of the
+        prefix down.  The whole-stream fast path of XRANGE."""
         c = self.cursor(db)
         if not reverse:
             if not c.set_range(start):
                 return []
-            return list(islice(c.iternext(keys=False), count))
+            return list(islice(c.iternext(), count))
         end = prefix_end(prefix)
         ok = c.prev() if (end and c.set_range(end)) else c.last()
         if not ok:
             return []
-        return list(islice(c.iterprev(keys=False), count))
+        return list(islice(c.iterprev(), count))
 
-    def values_between(self, db, lo, hi, count, reverse=False):
-        """Up to ``count`` values of keys with ``lo <= key <= hi``,
+    def pairs_between(self, db, lo, hi, count, reverse=False):
+        """Up to ``count`` (key, value) pairs with ``lo <= key <= hi``,
         ascending (``reverse``: descending from ``hi``).  The bounded
         XRANGE path: entries are taken from the cursor in C (islice) in
         growing chunks, and only the chunk that passes the bound is
@@ -175,9 +185,9 @@ class KV:
                         b = mid
                     else:
                         a = mid + 1
-                out.extend(map(_second, got[:a]))
+                out.extend(got[:a])
                 break
-            out.extend(map(_second, got))
+            out.extend(got)
             step = min(step * 4, 1 << 16)
         return out
 

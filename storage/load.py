@@ -192,7 +192,7 @@ class Loader:
         if self._batch_m is not m:
             self._flush_entries()
             self._batch_m, self._batch_name = m, name
-        self._batch.append((codec.entry_key(m.sid, i), codec.encode_entry(fmt(i), fields)))
+        self._batch.append((i, fields))
         m.last_id = i
         m.entries_added += 1
         self.stats.entries += 1
@@ -201,7 +201,7 @@ class Loader:
 
     def _flush_entries(self):
         if self._batch:
-            self.p.log.append_keyed(self._batch_m, self._batch)
+            self.p.log.append_many(self._batch_m, self._batch)
             self._batch = []
         self._batch_m = None
 

@@ -1,5 +1,12 @@
-"""The entry log: a stream's entries in the ``entries`` database, under
+"""The entry log: a stream's entries in the ``log`` database, under
 ``sid + ms + seq``, so a range is one cursor walk.
+
+The stored value of an entry is its record or, for an entry whose field
+names are one of the stream's interned field sets (the ``shapes``
+database, at most codec.MAX_SHAPES per stream, made on first use and
+dropped with the stream), only its values (storage.codec, format 4).
+This module is the only one that sees stored values: it takes fields
+and gives back fields, records (``encode_entry``) or ``codec.Entries``.
 
 Invariant: ``m.length`` (the stream record) is the number of entries
 stored under the stream's number.  Every method that adds or removes
@@ -22,10 +29,30 @@ node with its last live entry (XDEL), and trimming
 for the transaction (one put per XADD; storage.txn drops the cache when
 a verb is rolled back).
 """
+import gc
+from contextlib import contextmanager
+from itertools import islice
+
 from storage import codec, nodes as _nodes
-from storage.ids import MAX_ID, MIN_ID, fmt
+from storage.shapes import Shapes
+from storage.ids import MAX_ID, MIN_ID
 
 _ABSENT = object()
+
+
+@contextmanager
+def _no_cycle_collection():
+    """The bulk paths make an object or two per entry and keep them to
+    the end: the cyclic collector would walk them again and again, for
+    nothing (bytes, and lists and tuples of bytes, hold no cycle).  It
+    is paused while they run (10-25% of a 100,000-entry batch)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 # node_count: more entries than this waiting for their nodes are estimated
 EXACT_COUNT_LIMIT = 20000
 
@@ -33,16 +60,21 @@ EXACT_COUNT_LIMIT = 20000
 class EntryLog:
     """Entries of every stream, in one transaction."""
 
-    __slots__ = ("_kv", "_db", "_ndb", "_tails")
+    __slots__ = ("_kv", "_db", "_ndb", "_shapes", "_tails")
 
     def __init__(self, kv, tails=None):
         self._kv = kv
-        self._db = kv.db(b"entries")
+        self._db = kv.db(b"log")
         self._ndb = kv.db(b"nodes")
         # sid -> (last Node, its packed names) or None (no node); shared by
         # the verbs of one transaction (storage.txn clears it when a verb
         # is rolled back), so successive XADDs read the last node once
         self._tails = tails if tails is not None else {}
+        self._shapes = Shapes(kv, self._tails)
+
+    def shapes(self, m):
+        """tag -> Shape of stream ``m`` (to decode its stored values)."""
+        return self._shapes.by_tag(m.sid)
 
     # --------------------------------------------------------------- nodes
 
@@ -133,9 +165,7 @@ class EntryLog:
             t = self._tail(m.sid)
             tail = _nodes.Node(t[0].master, t[0].live, t[0].deleted, t[0].body, t[0].last, t[0].names) \
                 if t is not None else None
-            rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
-                                                             start=codec.entry_key(m.sid, m.nodes_from)))
-            touched = _nodes.extend(tail, rows, *self.node_limits(), stored=True)
+            touched = _nodes.extend(tail, self._rows_from(m, m.nodes_from), *self.node_limits())
             n += len(touched) - (1 if touched and touched[0] is tail else 0)
         return n
 
@@ -148,18 +178,21 @@ class EntryLog:
         if start is None:
             return
         m.nodes_from = None
-        rows = codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid),
-                                                         start=codec.entry_key(m.sid, start)))
-        self._append_nodes(m, rows, stored=True)
+        self._append_nodes(m, self._rows_from(m, start))
 
-    def _append_nodes(self, m, items, stored=False):
-        """Node bookkeeping for entries ``(ID, fields)`` (``stored``: ``(ID,
-        stored value)``) appended to ``m``, in order: one put per node
-        touched."""
+    def _rows_from(self, m, start):
+        """(ID, fields) of the entries of ``m`` from ``start`` on (lazily)."""
+        shapes, dec = self.shapes(m), codec.stored_fields
+        for k, v in self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid), start=codec.entry_key(m.sid, start)):
+            yield codec.id_from_entry_key(k), dec(v, shapes)
+
+    def _append_nodes(self, m, items):
+        """Node bookkeeping for entries ``(ID, fields)`` appended to ``m``,
+        in order: one put per node touched."""
         sid = m.sid
         t = self._tail(sid)
         tail, blob = t if t is not None else (None, None)
-        touched = _nodes.extend(tail, items, *self.node_limits(), stored=stored)
+        touched = _nodes.extend(tail, items, *self.node_limits())
         if not touched:
             return
         for node in touched:
@@ -188,30 +221,33 @@ class EntryLog:
 
     # --------------------------------------------------------------- reads
 
-    def values(self, m, start, end, count=0, rev=False):
-        """Stored values of the entries with ``start <= ID <= end``, at
-        most ``count`` (0: all), in reverse order with ``rev``."""
+    def range(self, m, start, end, count=0, rev=False):
+        """The entries with ``start <= ID <= end``, at most ``count`` (0:
+        all), in reverse order with ``rev``, as ``codec.Entries``."""
         if start > end or m.length == 0:
-            return []
+            return codec.Entries()
         n = m.length if not count or count > m.length else count
         p = codec.sid_prefix(m.sid)
-        if start == MIN_ID and end == MAX_ID:
-            # the whole stream: exactly m.length values under the prefix
-            return self._kv.values_from(self._db, p, p, n, rev)
-        return self._kv.values_between(self._db, codec.entry_key(m.sid, start), codec.entry_key(m.sid, end), n, rev)
+        with _no_cycle_collection():
+            if start == MIN_ID and end == MAX_ID:
+                # the whole stream: exactly m.length entries under the prefix
+                pairs = self._kv.pairs_from(self._db, p, p, n, rev)
+            else:
+                pairs = self._kv.pairs_between(self._db, codec.entry_key(m.sid, start),
+                                               codec.entry_key(m.sid, end), n, rev)
+        return codec.Entries(pairs, self.shapes(m))
 
     def entries(self, m, start, end, count=0, rev=False):
-        """Like ``values``, decoded: ``[id_text, fields]`` each."""
-        return list(map(codec.decode_entry, self.values(m, start, end, count, rev)))
+        """Like ``range``, decoded: ``[id_text, fields]`` each."""
+        return self.range(m, start, end, count, rev).decoded()
 
     def rows(self, m, start, count=0):
         """Entries from ``start`` on as ``((ms, seq), fields)``."""
         out = []
         if m.length == 0:
             return out
-        p = codec.sid_prefix(m.sid)
-        for k, v in self._kv.iter_prefix(self._db, p, start=codec.entry_key(m.sid, start)):
-            out.append((codec.id_from_entry_key(k), codec.entry_fields(v)))
+        for row in self._rows_from(m, start):
+            out.append(row)
             if count and len(out) >= count:
                 break
         return out
@@ -225,27 +261,42 @@ class EntryLog:
                 return
             yield codec.id_from_entry_key(k)
 
-    def stored(self, m):
-        """(ID, stored value) of every entry, ascending (snapshots)."""
-        return codec.ids_and_values(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid)))
-
-    def get(self, m, i):
-        """The stored value of entry ``i``, or None."""
-        return self._kv.get(self._db, codec.entry_key(m.sid, i))
+    def records(self, m, chunk=1000):
+        """(ID, record) of every entry, ascending (snapshots, exports):
+        records are made ``chunk`` entries at a time."""
+        shapes = self.shapes(m)
+        it = self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid))
+        while True:
+            pairs = list(islice(it, chunk))
+            if not pairs:
+                return
+            keys = [k for k, _ in pairs]
+            yield from zip(map(codec.id_from_entry_key, keys),
+                           codec.records(keys, [v for _, v in pairs], shapes))
 
     def fields(self, m, i):
         """Fields of entry ``i``, or None if it is not there."""
         v = self._kv.get(self._db, codec.entry_key(m.sid, i))
-        return None if v is None else codec.entry_fields(v)
+        return None if v is None else codec.stored_fields(v, self.shapes(m))
 
     def exists(self, m, i):
         return self._kv.get(self._db, codec.entry_key(m.sid, i)) is not None
 
-    def getter(self, m):
-        """For hot loops: fn(ID) -> the stored value of that entry of
-        ``m``, or None."""
-        get, pack, sid = self._kv.getter(self._db), codec.pack_key3, m.sid
-        return lambda i: get(pack(sid, i[0], i[1]))
+    def fields_getter(self, m):
+        """For hot loops: fn(ID) -> the fields of that entry of ``m``, or
+        None."""
+        get, key, sid, shapes, dec = self._kv.getter(self._db), codec.entry_key, m.sid, self.shapes(m), \
+            codec.stored_fields
+
+        def fields(i):
+            v = get(key(sid, i))
+            return None if v is None else dec(v, shapes)
+        return fields
+
+    def exists_getter(self, m):
+        """For hot loops: fn(ID) -> whether that entry of ``m`` exists."""
+        get, key, sid = self._kv.getter(self._db), codec.entry_key, m.sid
+        return lambda i: get(key(sid, i)) is not None
 
     # -------------------------------------------------------------- writes
 
@@ -253,36 +304,39 @@ class EntryLog:
         """Store entry ``i`` (above every ID of the stream)."""
         if m.nodes_from is not None:
             self.sync_nodes(m)
-        self._kv.put(self._db, codec.entry_key(m.sid, i), codec.encode_entry(fmt(i), fields))
+        self._kv.put_last(self._db, codec.entry_key(m.sid, i), self._shapes.encode(m.sid, i, fields))
         m.length += 1
         self._append_nodes(m, ((i, fields),))
 
-    def append_stored(self, m, items):
-        """Store many ``(ID, stored value)`` pairs, ascending and above
-        every ID of the stream; returns how many."""
-        sid = m.sid
-        items = list(items)
-        self.sync_nodes(m)
-        n = self._kv.putmulti(self._db, [(codec.entry_key(sid, i), v) for i, v in items], append=False)
-        m.length += n
-        self._append_nodes(m, [(i, codec.entry_fields(v)) for i, v in items])
+    def append_many(self, m, items):
+        """Store many ``(ID, fields)`` entries of stream ``m``, ascending
+        and above every ID of the stream (bulk ingest, restores, imports;
+        ``fields`` may also be the fields already joined by newlines, none
+        containing one), and their nodes in the same transaction.
+        (Leaving the nodes for the next write made a one-shot XADD after a
+        9M-entry ingest take three minutes, holding the write lock; now
+        each batch pays for its own.)  Returns how many."""
+        if not items:
+            return 0
+        if m.nodes_from is not None:
+            self.sync_nodes(m)          # entries of a migrated store first
+        with _no_cycle_collection():
+            n, rows = self._put(m, items)
+            m.length += n
+            self._append_nodes(m, rows)
         return n
 
-    def append_keyed(self, m, pairs):
-        """Store ready-made ``(entry key, stored value)`` pairs of stream
-        ``m`` (the bulk-ingest path, which packs keys in its loop), and
-        their nodes in the same transaction.  (Leaving the nodes for the
-        next write made a one-shot XADD after a 9M-entry ingest take three
-        minutes, holding the write lock; now each batch pays for its own.)"""
-        if not pairs:
-            return 0
-        n = self._kv.putmulti(self._db, pairs)
-        m.length += n
-        if m.nodes_from is not None:
-            self.sync_nodes(m)          # entries of a migrated store first, then these
-        else:
-            self._append_nodes(m, codec.ids_and_values(pairs), stored=True)
-        return n
+    def put_many(self, m, items):
+        """Store ``(ID, fields)`` entries and nothing else: the format
+        upgrade (storage.migrate), which moves entries a stream's record
+        and nodes already count."""
+        return self._put(m, items)[0]
+
+    def _put(self, m, items):
+        """Store ``(ID, fields or joined fields)`` items; returns how many
+        and the ``(ID, fields)`` rows."""
+        pairs, rows = self._shapes.encode_many(m.sid, items)
+        return self._kv.putmulti_last(self._db, pairs), rows
 
     def delete(self, m, i):
         """Remove entry ``i`` (XDEL: flagged deleted in its node, the node
@@ -391,6 +445,7 @@ class EntryLog:
         p = codec.sid_prefix(m.sid)
         self._kv.delete_prefix(self._db, p)
         self._kv.delete_prefix(self._ndb, p)
+        self._shapes.drop(m.sid)
         self._tails.pop(m.sid, None)
         m.nodes_from = None
         m.length = 0

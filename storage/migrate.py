@@ -53,16 +53,41 @@ def _v2_to_v3(kv):
         m = codec.StreamMeta.decode(v)
         first = kv.first_key(entries, codec.sid_prefix(m.sid))
         if first is not None:
-            m.nodes_from = codec.id_from_entry_key(first)
+            m.nodes_from = codec.v3_id_from_entry_key(first)
             kv.put(keys, k, m.encode())
 
 
-STEPS = {1: _v1_to_v2, 2: _v2_to_v3}       # from version -> the step to the next
+def _v3_to_v4(kv):
+    """Format 3 -> 4: every entry moves from ``entries`` to ``log``, under
+    its shorter key and in its compact form (storage.log interns the
+    stream's field sets as it appends, as for new entries), and
+    ``entries`` is dropped.  The stream records (length, nodes) stay as
+    they are: the entries are the same."""
+    from storage.log import EntryLog
+    keys, entries = kv.db(b"keys"), kv.db(b"entries")
+    log = EntryLog(kv)
+    for _, v in kv.iter_prefix(keys, b""):
+        m = codec.StreamMeta.decode(v)
+        batch = []
+        for k, rec in kv.iter_prefix(entries, codec.sid_prefix(m.sid)):
+            batch.append((codec.v3_id_from_entry_key(k), codec.entry_fields(rec)))
+            if len(batch) >= 10000:
+                log.put_many(m, batch)
+                batch = []
+        log.put_many(m, batch)
+    kv.lt.drop(entries, delete=True)
 
 
-def migrate(lt, dbs, version):
+STEPS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}       # from version -> the step to the next
+
+
+def migrate(env, lt, dbs, version):
     """Upgrade the store under transaction ``lt`` from ``version`` to
-    ``codec.FORMAT_VERSION``."""
+    ``codec.FORMAT_VERSION`` (``env``: to open the databases of older
+    formats)."""
+    dbs = dict(dbs)
+    if version <= 3:
+        dbs[b"entries"] = env.open_db(b"entries", txn=lt)
     kv = KV(lt, dbs)
     while version < codec.FORMAT_VERSION:
         STEPS[version](kv)

@@ -240,14 +240,12 @@ def build(entries, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
     return nodes
 
 
-def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES, stored=False):
+def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
     """XADD of many ``(ID, fields)`` entries, in order, to a stream whose
     last node is ``tail`` (None: no node): the same nodes as ``add`` one
     by one, with the arithmetic inlined and the sizes of repeated values
     remembered (event data repeats its values), so that the bulk paths
-    can afford to keep the node table current.  ``stored``: the items are
-    ``(ID, stored value)`` (storage.codec.encode_entry), split here once.
-    Returns the nodes touched, in order: ``tail`` first if an entry went
+    can afford to keep the node table current.  Returns the nodes touched, in order: ``tail`` first if an entry went
     to it, the last one the new tail."""
     if max_bytes == 0 or max_bytes > LISTPACK_MAX_SIZE:
         max_bytes = LISTPACK_MAX_SIZE
@@ -256,37 +254,28 @@ def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES, stored=Fal
     sizes = {}
     size_of = sizes.get
     names = list(node.names) if node is not None else None
-    skip = 0
     for i, fields in items:
-        if stored:
-            if fields[:1] != b"\x00":
-                fields = fields.split(b"\n")       # the ID's text first, then the fields
-                skip = 1
-            else:
-                from storage.codec import entry_fields
-                fields = entry_fields(fields)
-                skip = 0
         if node is not None:
             live, deleted = node.live, node.deleted
             lp = (node.body + (2 if 0 <= live <= 127 else int_len(live) + 1)
                   + (2 if 0 <= deleted <= 127 else int_len(deleted) + 1))
-            tot = sum(map(len, fields)) - (len(fields[0]) if skip else 0)
+            tot = sum(map(len, fields))
             if lp + tot < max_bytes and not (max_entries and live + deleted >= max_entries):
                 master = node.master
                 d = i[0] - master[0]
                 size = 2 + (2 if 0 <= d <= 127 else int_size(delta(i[0], master[0])))
                 d = i[1] - master[1]
                 size += 2 if 0 <= d <= 127 else int_size(delta(i[1], master[1]))
-                same = fields[skip::2] == names
+                same = fields[0::2] == names
                 k = 0
-                for v in (fields[skip + 1::2] if same else fields[skip:] if skip else fields):
+                for v in (fields[1::2] if same else fields):
                     s = size_of(v)
                     if s is None:
                         if len(sizes) > 65536:
                             sizes.clear()
                         s = sizes[v] = str_size(v)
                     k += s
-                n = (len(fields) - skip) >> 1
+                n = len(fields) >> 1
                 lp_count = n + 3 if same else 2 * n + 4
                 size += k + (0 if same else int_size(n)) + (2 if lp_count <= 127 else int_size(lp_count))
                 node.body += size
@@ -295,7 +284,7 @@ def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES, stored=Fal
                 if not touched:
                     touched.append(node)
                 continue
-        node = open_node(i, fields[skip:] if skip else fields)
+        node = open_node(i, fields)
         names = list(node.names)
         touched.append(node)
     return touched

@@ -263,7 +263,7 @@ class Store:
                 t.put(codec.META_FORMAT, codec.encode_count(codec.FORMAT_VERSION), db=meta)
             elif self._check_format(raw, writable=True) < codec.FORMAT_VERSION:
                 from storage.migrate import migrate
-                migrate(t, self.dbs, int(raw))
+                migrate(self.env, t, self.dbs, int(raw))
 
     def _check_format(self, raw, writable):
         """The store's format version, if this code can use it."""

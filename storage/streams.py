@@ -61,8 +61,6 @@ def add_auto_many(p, items):
     caller then adds them one by one)."""
     out = []
     app = out.append
-    pack = codec.pack_key3
-    encode, text = codec.encode_entry, codec.encode_text_entry
     now = p.now
     last_name = m = None
     pairs = []
@@ -83,16 +81,15 @@ def add_auto_many(p, items):
             ms, seq = ms + 1, 0
         else:
             raise errors.xadd_exhausted()
-        t = b"%d-%d" % (ms, seq)
-        pairs.append((pack(m.sid, ms, seq), text(t, f) if type(f) is bytes else encode(t, f)))
-        app(t)
+        pairs.append(((ms, seq), f))
+        app(b"%d-%d" % (ms, seq))
     if m is not None:
         _finish_run(p, m, ms, seq, pairs)
     return out
 
 
 def _finish_run(p, m, ms, seq, pairs):
-    p.log.append_keyed(m, pairs)
+    p.log.append_many(m, pairs)
     m.last_id = (ms, seq)
     m.entries_added += len(pairs)
 
@@ -124,10 +121,10 @@ def range_(p, name, o):
     (codec.Entries); None for COUNT 0 on an existing stream."""
     m = p.streams.get(name)
     if m is None:
-        return codec.Entries([])
+        return codec.Entries()
     if o.count == 0:
         return None
-    return codec.Entries(p.log.values(m, o.start, o.end, o.count or 0, o.rev))
+    return p.log.range(m, o.start, o.end, o.count or 0, o.rev)
 
 
 def length(p, name):

@@ -10,16 +10,24 @@ from hypothesis import strategies as st
 from storage import codec
 
 U64 = (1 << 64) - 1
-ids = st.tuples(st.integers(0, U64), st.integers(0, U64))
+seqs = st.one_of(st.integers(0, U64), st.integers(0xFFFFFF00, 0x1000000FF),
+                 st.sampled_from([0, 0xFFFFFFFE, 0xFFFFFFFF, 0x100000000, U64]))
+ids = st.tuples(st.integers(0, U64), seqs)
 u64 = st.integers(0, U64)
 
 
 # ------------------------------------------------------------ entry keys
 
-def test_entry_key_is_sid_then_ms_then_seq_big_endian():
+def test_entry_key_is_sid_then_ms_then_a_four_byte_seq_big_endian():
     k = codec.entry_key(7, (1, 2))
-    assert k == struct.pack(">QQQ", 7, 1, 2)
-    assert len(k) == 24
+    assert k == struct.pack(">QQI", 7, 1, 2)
+    assert len(k) == 20
+
+
+def test_a_sequence_number_of_0xffffffff_or_more_widens_the_key():
+    assert codec.entry_key(7, (1, 0xFFFFFFFE)) == struct.pack(">QQI", 7, 1, 0xFFFFFFFE)
+    assert codec.entry_key(7, (1, 0xFFFFFFFF)) == struct.pack(">QQIQ", 7, 1, 0xFFFFFFFF, 0xFFFFFFFF)
+    assert codec.entry_key(7, (1, U64)) == struct.pack(">QQIQ", 7, 1, 0xFFFFFFFF, U64)
 
 
 def test_entry_key_round_trips_through_id_from_entry_key():
@@ -206,7 +214,7 @@ def test_pending_record_round_trips(cid, t, n):
 
 
 def test_database_set_is_fixed_and_named():
-    assert set(codec.DATABASES) == {b"keys", b"entries", b"groups", b"consumers", b"cnames", b"pel", b"cpel",
+    assert set(codec.DATABASES) == {b"keys", b"log", b"shapes", b"groups", b"consumers", b"cnames", b"pel", b"cpel",
                                     b"ptime", b"idmp", b"meta", b"nodes"}
 
 

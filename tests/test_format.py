@@ -190,7 +190,7 @@ def test_a_format_2_store_opens_upgraded_and_reads_back_identically(tmp_path):
     db = format2_store(tmp_path)
     assert stored_format(db) == 2
     got = replies(db, EXPECTED2["script"])
-    assert stored_format(db) == codec.FORMAT_VERSION == 3
+    assert stored_format(db) == codec.FORMAT_VERSION
     assert len(got) == len(EXPECTED2["replies"])
     for cmd, g, w in zip(EXPECTED2["script"], got, EXPECTED2["replies"]):
         assert same(cmd, without_radix(cmd, g), without_radix(cmd, w)), (cmd, g, w)
@@ -228,3 +228,70 @@ def test_a_format_2_upgrade_builds_no_node_before_it_is_needed(tmp_path):
     finally:
         env.close()
     assert marks[b"nodes"] == (1, 0) and marks[b"holes"] == (3, 0) and marks[b"empty"] is None
+
+
+# ---------------------------------------------- format 3 -> 4 (compact entries)
+# tests/fixtures/format3.data.mdb.gz was written by the xs of commit 1d807e9
+# (format 3: every entry a record under a 24-byte key) with
+# tests/fixtures/make_format3.py.
+
+EXPECTED3 = json.load(open(os.path.join(FIXTURES, "format3.expected.json")))
+
+
+def fixture_store(tmp_path, name):
+    d = tmp_path / name
+    d.mkdir()
+    with open(os.path.join(FIXTURES, "%s.data.mdb.gz" % name), "rb") as f:
+        (d / "data.mdb").write_bytes(gzip.decompress(f.read()))
+    return d
+
+
+def entry_forms(db):
+    """{stream name: (entries shaped, entries stored as records)} and the
+    names of the databases in the store."""
+    import lmdb
+    env = lmdb.open(str(db), max_dbs=len(codec.DATABASES) + 2, readonly=True, lock=False)
+    try:
+        with env.begin() as t:
+            names = {k for k, _ in t.cursor()}
+            if b"log" not in names:
+                return {}, names
+            keys = env.open_db(b"keys", txn=t, create=False)
+            log = env.open_db(b"log", txn=t, create=False)
+            out = {}
+            for k, v in t.cursor(keys):
+                sid = codec.StreamMeta.decode(v).sid
+                vals = [val for key, val in t.cursor(log) if key[:8] == codec.sid_prefix(sid)]
+                shaped = sum(1 for val in vals if codec.is_shaped(val))
+                out[codec.name_from_key(k)] = (shaped, len(vals) - shaped)
+            return out, names
+    finally:
+        env.close()
+
+
+def test_a_format_3_store_opens_compacted_and_reads_back_identically(tmp_path):
+    db = fixture_store(tmp_path, "format3")
+    assert stored_format(db) == 3
+    got = replies(db, EXPECTED3["script"])
+    assert stored_format(db) == codec.FORMAT_VERSION == 4
+    assert len(got) == len(EXPECTED3["replies"])
+    for cmd, g, w in zip(EXPECTED3["script"], got, EXPECTED3["replies"]):
+        assert same(cmd, g, w), (cmd, g, w)
+    forms, names = entry_forms(db)
+    assert b"entries" not in names and b"log" in names
+    # "shapes" has 12 field sets for 60 entries: 8 interned, 4 not; the
+    # entries with a control byte, a newline or 25 fields stay records
+    assert forms[b"plain"][1] == 0 and forms[b"nodes"] == (250, 0)
+    shaped, records = forms[b"shapes"]
+    assert shaped + records == 68 and records >= 4 + 3
+
+
+@pytest.mark.parametrize("name", ["format1", "format2", "format3"])
+def test_every_older_store_is_written_compact_after_the_upgrade(tmp_path, name):
+    """The upgrade and later writes alike: an upgraded store's new
+    entries with a known field set are shaped."""
+    db = fixture_store(tmp_path, name)
+    r = replies(db, ["XADD plain * user carol action login", "XRANGE plain - + COUNT 1"])
+    assert isinstance(r[0], str)
+    forms, _ = entry_forms(db)
+    assert forms[b"plain"][0] >= 1 and forms[b"plain"][1] == 0

@@ -282,7 +282,7 @@ def check_node_table(p, m):
     """storage.log's invariant: nodes are ordered and disjoint, every live
     entry lies in exactly one, and a node's ``live`` counts its entries."""
     from storage import codec
-    stored = [i for i, _ in p.log.stored(m)]
+    stored = [i for i, _ in p.log.records(m)]
     table = [p.log._decode_node(k, v)[0] for k, v in p.kv.iter_prefix(p.kv.db(b"nodes"), codec.sid_prefix(m.sid))]
     assert sum(n.live for n in table) == m.length == len(stored)
     prev = None
@@ -322,10 +322,9 @@ def test_every_write_path_keeps_the_node_table_whole(store):
                 p.log.append(m, i, f)
         elif op < 0.5:
             items = new_entries(r.randint(1, 300))
-            p.log.append_keyed(m, [(codec.entry_key(m.sid, i), codec.encode_entry(b"%d-%d" % i, f))
-                                   for i, f in items])
+            p.log.append_many(m, items)
         elif op < 0.65:
-            ids = [i for i, _ in p.log.stored(m)]
+            ids = [i for i, _ in p.log.records(m)]
             for i in r.sample(ids, min(len(ids), r.randint(1, 40))):
                 assert p.log.delete(m, i)
         else:
@@ -360,8 +359,7 @@ def test_bulk_appends_make_the_same_nodes_as_single_ones(store):
     for i, f in items:
         p.log.append(a, i, f)
     for k in range(0, 700, 130):
-        p.log.append_keyed(b, [(codec.entry_key(b.sid, i), codec.encode_entry(b"%d-%d" % i, f))
-                               for i, f in items[k:k + 130]])
+        p.log.append_many(b, items[k:k + 130])
     p.log.sync_nodes(b)
     built = nodes.build(items)
     assert check_node_table(p, a) == check_node_table(p, b) == built
@@ -395,14 +393,13 @@ def test_a_rolled_back_verb_leaves_no_trace_in_the_cached_last_node(store, monke
         table = check_node_table(p, p.streams.get(b"s"))
         assert [(n.master, n.live) for n in table] == [((1, 1), 100), ((1, 101), 10)]
         assert table == nodes.build([((1, k), [b"f", b"v"]) for k in range(1, 111)])
-        assert codec.FORMAT_VERSION == 3
     finally:
         lt.abort()
 
 
 def test_extend_makes_the_same_nodes_as_adding_one_by_one():
     """The bulk paths' ``extend`` (inlined arithmetic, remembered value
-    sizes, stored values split once) against ``add``, over random IDs,
+    sizes) against ``add``, over random IDs,
     field names, integer-like and long values and node sizes."""
     import copy
     from storage import codec
@@ -425,10 +422,7 @@ def test_extend_makes_the_same_nodes_as_adding_one_by_one():
             t, opened = nodes.add(t, i, f, mb, me)
             if opened or not want:
                 want.append(t)
-        plain = nodes.extend(copy.deepcopy(tail), items, mb, me)
-        stored = nodes.extend(copy.deepcopy(tail), [(i, codec.encode_entry(b"%d-%d" % i, f)) for i, f in items],
-                              mb, me, stored=True)
-        assert plain == want and stored == want, trial
+        assert nodes.extend(copy.deepcopy(tail), items, mb, me) == want, trial
 
 
 def test_a_bulk_ingest_leaves_its_nodes_made_not_to_the_next_write(tmp_path):

@@ -59,8 +59,8 @@ def test_kv_walks_stay_inside_their_prefix_and_range(store):
         assert list(kv.iter_range(db, b"ab\x00", b"b", values=False, reverse=True)) == [b"b", b"ac", b"ab\xff",
                                                                                     b"ab\x00"]
         assert kv.nth_key(db, b"ab", 2) == b"ab\xff" and kv.nth_key(db, b"ab", 3) is None
-        assert kv.values_from(db, b"ab", b"ab", 2) == [b"ab", b"ab\x00"]
-        assert kv.values_from(db, b"ab", b"ab", 2, reverse=True) == [b"ab\xff", b"ab\x00"]
+        assert [v for _, v in kv.pairs_from(db, b"ab", b"ab", 2)] == [b"ab", b"ab\x00"]
+        assert [k for k, _ in kv.pairs_from(db, b"ab", b"ab", 2, reverse=True)] == [b"ab\xff", b"ab\x00"]
         assert kv.delete_below(db, b"ab", b"ab\xff") == 2
         assert kv.delete_prefix(db, b"\xff") == 2
     assert [k for k, _ in raw(store, b"meta") if k in keys] == [b"a", b"ab\xff", b"ac", b"b"]
@@ -194,7 +194,7 @@ class LogMachine(RuleBasedStateMachine):
     def length_is_what_is_stored(self):
         with parts(self.store, commit=False) as p:
             m = self._m(p)
-            stored = [i for i, _ in p.log.stored(m)]
+            stored = [i for i, _ in p.log.records(m)]
             assert m.length == len(stored) == len(self.model)
             assert stored == self.model
             assert p.log.first_id(m) == (self.model[0] if self.model else MIN_ID)
@@ -373,7 +373,7 @@ def test_approximate_trim_removes_whole_chunks_and_keeps_the_threshold(tmp_path_
     try:
         with parts(store) as p:
             m = p.streams.create(b"s")
-            p.log.append_stored(m, [((k, 0), b"%d-0\nf\nv" % k) for k in range(1, n + 1)])
+            p.log.append_many(m, [((k, 0), [b"f", b"v"]) for k in range(1, n + 1)])
             gone = trim(p.log, p.refs, m, TrimOptions("maxlen", maxlen, True, limit, KEEPREF))
             assert gone % NODE_ENTRIES == 0 or gone == n
             assert m.length == n - gone >= min(n, maxlen)

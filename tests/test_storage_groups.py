@@ -67,7 +67,7 @@ def test_del_of_stream_removes_group_data(store):
     setup(store)
     read(store, "c")
     assert cmd(store, "DEL", "s") == 1
-    for db in (b"keys", b"entries", b"groups", b"consumers", b"pel", b"cpel", b"ptime"):
+    for db in (b"keys", b"log", b"shapes", b"groups", b"consumers", b"pel", b"cpel", b"ptime"):
         assert rows(store, db) == [], db
 
 

@@ -31,7 +31,7 @@ def test_xadd_stores_entry_under_sid_prefix_in_id_order(store):
     cmd(store, "XADD", "s", "2-0", "b", "2")
     cmd(store, "XADD", "s", "10-0", "c", "3")
     m = stream_meta(store, b"s")
-    ks = [k for k, _ in rows(store, b"entries", codec.sid_prefix(m.sid))]
+    ks = [k for k, _ in rows(store, b"log", codec.sid_prefix(m.sid))]
     assert [codec.id_from_entry_key(k) for k in ks] == [(2, 0), (10, 0)]
     assert (m.length, m.last_id, m.entries_added) == (2, (10, 0), 2)
 
@@ -162,7 +162,7 @@ def test_xdel_removes_entry_and_records_max_deleted(store):
     assert cmd(store, "XDEL", "s", "2-0", "9-0", "1-0") == 2
     m = stream_meta(store, b"s")
     assert (m.length, m.max_deleted, m.entries_added, m.last_id) == (1, (2, 0), 3, (3, 0))
-    assert len(rows(store, b"entries", codec.sid_prefix(m.sid))) == 1
+    assert len(rows(store, b"log", codec.sid_prefix(m.sid))) == 1
 
 
 def test_xdel_invalid_id_deletes_nothing(store):
