@@ -219,13 +219,18 @@ _KEY_WIDE = struct.Struct(">QQIQ")      # sid, ms, SEQ_WIDE, seq
 _KEY_ID = struct.Struct(">8xQI")        # ms, seq|SEQ_WIDE from a key
 SEQ_WIDE = 0xFFFFFFFF
 SHORT_KEY = _KEY_SHORT.size
+# the fields of a SHORT_KEY-byte entry key, as a numpy structured dtype
+# spec (numpy.dtype(SHORT_KEY_DTYPE)): column readers decode a run of
+# keys in one frombuffer call (storage.spark)
+SHORT_KEY_DTYPE = [("sid", ">u8"), ("ms", ">u8"), ("seq", ">u4")]
 
 MAX_SHAPES = 8
 SEPARATORS = bytes(range(0x0E, 0x20))            # before field values 2..19
 UNSAFE = bytes(range(0, MAX_SHAPES + 1)) + b"\n" + SEPARATORS
 UNSAFE_BUT_NEWLINE = UNSAFE.replace(b"\n", b"")
-_TO_NEWLINE = bytes.maketrans(bytes(range(1, MAX_SHAPES + 1)) + SEPARATORS,
-                              b"\n" * (MAX_SHAPES + len(SEPARATORS)))
+# every tag and separator byte -> newline: a shaped value's field boundaries
+TO_NEWLINE = bytes.maketrans(bytes(range(1, MAX_SHAPES + 1)) + SEPARATORS,
+                             b"\n" * (MAX_SHAPES + len(SEPARATORS)))
 SHAPE_MAX_FIELDS = len(SEPARATORS) + 1
 SHAPE_MAX_BYTES = 16384                            # of names, in all
 
@@ -349,7 +354,7 @@ class Shape:
         return self._enc % tuple(values)
 
     def fields(self, value):
-        vals = value[1:].translate(_TO_NEWLINE).split(b"\n")
+        vals = value[1:].translate(TO_NEWLINE).split(b"\n")
         out = [None] * (2 * len(vals))
         out[0::2] = self.names                     # ValueError if the counts differ (a damaged value)
         out[1::2] = vals
@@ -410,7 +415,7 @@ _first_byte = itemgetter(0)
 _second_item = itemgetter(1)
 
 
-def _runs(keys, values):
+def runs(keys, values):
     """(tag, keys, values) runs of consecutive entries stored alike
     (tag 0: records, text or binary), in order."""
     kinds = set(map(_first_byte, values))
@@ -434,7 +439,7 @@ def _runs(keys, values):
 def records(keys, values, shapes):
     """Stored values (with their keys) -> records (``encode_entry``)."""
     out = []
-    for t, ks, vs in _runs(keys, values):
+    for t, ks, vs in runs(keys, values):
         if t == 0:
             out.extend(vs)
         else:
@@ -497,7 +502,7 @@ class Entries:
             return None
         keys, values = self._split()
         parts = []
-        for t, ks, vs in _runs(keys, values):
+        for t, ks, vs in runs(keys, values):
             if t == 0:
                 joined = b"\n".join(vs)
                 if joined[:1] == b"\x00" or b"\n\x00" in joined:

@@ -407,28 +407,22 @@ def _read_range(p, partition):
     store = _open(p.path, False)
     try:
         with store.read() as tx:
-            lo, buf = partition.lo, []
+            lo, buf, shapes = partition.lo, [], {}
             while lo is not None and lo <= partition.hi:
-                got = _stored(tx.range(name, RangeOptions(lo, partition.hi, p.chunk)))
-                buf.extend(got)
+                got = tx.range(name, RangeOptions(lo, partition.hi, p.chunk))
+                pairs = got.pairs if got is not None else []
+                if got is not None:
+                    shapes.update(got.shapes)     # a stream's field sets: the same for the whole transaction
+                buf.extend(pairs)
                 lo = None
-                if len(got) == p.chunk:
-                    last = _id(codec.decode_entry(got[-1])[0])
+                if len(pairs) == p.chunk:
+                    last = codec.id_from_entry_key(pairs[-1][0])
                     lo = ids.incr(last) if last < partition.hi else None
                 while len(buf) >= target or (buf and lo is None):
-                    yield _batch(schema, stream, buf[:target], p.binary, p.fields_list, name)
+                    yield _batch(schema, stream, buf[:target], shapes, p.binary, p.fields_list, name)
                     buf = buf[target:]
     finally:
         store.close()
-
-
-def _stored(entries):
-    """The stored values (codec.encode_entry) of a range reply."""
-    if entries is None:
-        return []
-    if isinstance(entries, codec.Entries):
-        return entries.values
-    return [codec.encode_entry(i, f) for i, f in entries]
 
 
 def _arrow_schema(binary, with_list):
@@ -447,9 +441,86 @@ def _arrow_schema(binary, with_list):
     return to_arrow_schema(StructType(cols), timezone="UTC")
 
 
-def _batch(schema, stream, values, binary, with_list, name):
-    """Stored entry values -> one record batch of ``schema``, column by
-    column (no Python object per row on the text-form path)."""
+def _batch(schema, stream, pairs, shapes, binary, with_list, name):
+    """Stored entries ((entry key, stored value) pairs, ``shapes``: tag
+    -> codec.Shape of the stream) -> one record batch of ``schema``,
+    straight from the stored form, column by column: the IDs from the
+    keys (one frombuffer for 20-byte keys), a run of shaped entries'
+    values by one scan for separator bytes, their names repeated from
+    the shape; runs of records as ``_record_fields`` splits them.  No
+    Python object per entry or field beyond the pairs themselves."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n = len(pairs)
+    ekeys = [k for k, _ in pairs]
+    values = [v for _, v in pairs]
+    ms_u, seq_u = _key_ids(ekeys)
+    id_text = pc.binary_join_element_wise(ms_u.cast(pa.string()), seq_u.cast(pa.string()), "-")
+    names, vals, counts = [], [], []
+    unique = True          # no entry can name a field twice (then the map needs no last-wins pass)
+    for t, _, vs in codec.runs(ekeys, values):
+        if t == 0:
+            _, nb, vb, foffs = _record_fields(vs)
+            counts.append(np.diff(foffs))
+            unique = False
+        else:
+            s = shapes[t]
+            nb, vb = _shaped_fields(s, vs)
+            counts.append(np.full(len(vs), len(s.names), dtype=np.int64))
+            unique = unique and len(set(s.names)) == len(s.names)
+        names.append(nb)
+        vals.append(vb)
+    pairs_n = np.concatenate(counts) if len(counts) > 1 else counts[0]
+    foffs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(pairs_n, out=foffs[1:])
+    keys_bin = pa.concat_arrays(names) if len(names) > 1 else names[0]
+    vals_bin = pa.concat_arrays(vals) if len(vals) > 1 else vals[0]
+    return _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs_n, binary, with_list,
+                     lambda: codec.records(ekeys, values, shapes), name, unique)
+
+
+def _key_ids(ekeys):
+    """Entry keys -> (ms, seq) as two uint64 Arrow arrays."""
+    import numpy as np
+    import pyarrow as pa
+    n = len(ekeys)
+    joined = b"".join(ekeys)
+    if len(joined) == codec.SHORT_KEY * n:            # every key short (a wide one is longer)
+        a = np.frombuffer(joined, dtype=np.dtype(codec.SHORT_KEY_DTYPE))
+        return pa.array(a["ms"].astype(np.uint64)), pa.array(a["seq"].astype(np.uint64))
+    both = np.array([codec.id_from_entry_key(k) for k in ekeys], dtype=np.uint64).reshape(n, 2)
+    return pa.array(both[:, 0]), pa.array(both[:, 1])
+
+
+def _shaped_fields(shape, values):
+    """A run of entries stored in field set ``shape`` -> (names, values)
+    as binary Arrow arrays, ``len(shape.names)`` pairs per entry.  The
+    tag and separator bytes occur only before each value: their
+    positions give the values, the bytes between them their contents."""
+    import numpy as np
+    import pyarrow as pa
+    k, n = len(shape.names), len(values)
+    joined = b"".join(values)
+    raw = np.frombuffer(joined, dtype=np.uint8)
+    cut = np.frombuffer(joined.translate(codec.TO_NEWLINE), dtype=np.uint8) == 10
+    at = np.flatnonzero(cut)
+    if len(at) != n * k or (raw[at[::k]] != shape.tag).any():
+        raise XStreamError("a stored entry of field set %d does not hold %d values: the store is damaged"
+                           % (shape.tag, k))
+    data = raw[~cut]
+    offs = np.empty(n * k + 1, dtype=np.int32)
+    offs[:-1] = at - np.arange(n * k)
+    offs[-1] = len(data)
+    vals = pa.BinaryArray.from_buffers(pa.binary(), n * k, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+    names = pa.array(shape.names, pa.binary()).take(pa.array(np.tile(np.arange(k, dtype=np.int32), n)))
+    return names, vals
+
+
+def _record_fields(values):
+    """Records (codec.encode_entry) -> (ID texts, field names, field
+    values: binary Arrow arrays; the first pair of each entry, plus one
+    past the last, as an int64 array)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -471,16 +542,39 @@ def _batch(schema, stream, values, binary, with_list, name):
     offs = parts.offsets.to_numpy().astype(np.int64)
     flat = parts.values
     foffs = (offs - np.arange(n + 1)) // 2                   # per entry: its field pairs
-    pairs = np.diff(foffs)
     m = int(foffs[-1])
     # the k-th pair of entry i: its name at offs[i] + 1 + 2k, its value next
-    kpos = np.repeat(offs[:-1] + 1 - 2 * foffs[:-1], pairs) + 2 * np.arange(m)
-    keys_bin = flat.take(pa.array(kpos))
-    vals_bin = flat.take(pa.array(kpos + 1))
-    id_text = flat.take(pa.array(offs[:-1])).cast(pa.string())
+    kpos = np.repeat(offs[:-1] + 1 - 2 * foffs[:-1], np.diff(foffs)) + 2 * np.arange(m)
+    return flat.take(pa.array(offs[:-1])), flat.take(pa.array(kpos)), flat.take(pa.array(kpos + 1)), foffs
+
+
+def _records_batch(schema, stream, values, binary, with_list, name):
+    """Records (codec.encode_entry) -> one record batch of ``schema``,
+    the IDs parsed from their text: what ``_batch`` gives for the same
+    entries as stored (the reference its tests compare it with)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import numpy as np
+    id_bin, keys_bin, vals_bin, foffs = _record_fields(values)
+    id_text = id_bin.cast(pa.string())
     ms_seq = pc.split_pattern(id_text, pattern="-")
     ms_u = pc.list_element(ms_seq, 0).cast(pa.uint64())
     seq_u = pc.list_element(ms_seq, 1).cast(pa.uint64())
+    return _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, np.diff(foffs), binary,
+                     with_list, lambda: values, name, False)
+
+
+def _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs, binary, with_list,
+              records, name, unique):
+    """The record batch from its parts: IDs (text, and ms / seq as
+    uint64), every field's name and value (binary, in order), the first
+    pair of each entry (``foffs``, n + 1) and its pair count; ``records``
+    gives the entries' records for an error message; ``unique``: no
+    entry names a field twice."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n = len(id_text)
     null = pa.scalar(None, pa.uint64())
 
     def at_most(a, top):
@@ -490,9 +584,12 @@ def _batch(schema, stream, values, binary, with_list, name):
         keys = keys_bin.cast(pa.string())
         vals = vals_bin if binary else vals_bin.cast(pa.string())
     except pa.ArrowInvalid:
-        _raise_not_utf8(values, binary, name)
+        _raise_not_utf8(records(), binary, name)
         raise
-    mkeys, mvals, moffs = _last_wins(keys, vals, foffs, pairs)
+    if unique:
+        mkeys, mvals, moffs = keys, vals, foffs
+    else:
+        mkeys, mvals, moffs = _last_wins(keys, vals, foffs, pairs)
     one = stream.encode("utf-8")
     stream_col = pa.StringArray.from_buffers(n, pa.py_buffer((np.arange(n + 1) * len(one)).astype(np.int32)),
                                              pa.py_buffer(one * n))
@@ -500,8 +597,8 @@ def _batch(schema, stream, values, binary, with_list, name):
             pa.MapArray.from_arrays(pa.array(moffs.astype(np.int32)), mkeys, mvals, type=schema.field("fields").type)]
     if with_list:
         ltype = schema.field("fields_list").type
-        pairs = pa.StructArray.from_arrays([keys_bin if binary else keys, vals], fields=list(ltype.value_type))
-        cols.append(pa.ListArray.from_arrays(pa.array(foffs.astype(np.int32)), pairs, type=ltype))
+        fl = pa.StructArray.from_arrays([keys_bin if binary else keys, vals], fields=list(ltype.value_type))
+        cols.append(pa.ListArray.from_arrays(pa.array(foffs.astype(np.int32)), fl, type=ltype))
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
