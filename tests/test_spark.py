@@ -101,6 +101,20 @@ def test_spark_sql_sees_one_map_key_per_field_with_its_last_value(spark, tmp_pat
     assert [(f.name, f.value) for f in df.collect()[1].fields_list] == [("a", "1\n2"), ("a", "3"), ("c", "\n")]
 
 
+def test_every_stored_form_reads_back_as_xrange_gives_it(spark, tmp_path):
+    db = tmp_path / "db"
+    # more field sets than a stream interns (records beside shaped entries), duplicate names, a field
+    # with a newline (the binary record form), a control byte, sequence numbers wider than 32 bits
+    xs(db, *["XADD f %d-%d f%d %d g x" % (1 + i, 4294967290 + i if i % 2 else i, i % 11, i) for i in range(40)],
+       "XADD f 100-0 a x a y", 'XADD f 101-0 m "1\\n2" n z', 'XADD f 102-0 c "\\x0f"',
+       "XADD f 103-18446744073709551615 f0 last g x")
+    want = xs(db, "XRANGE f - +")[0]
+    rows = read(spark, db, "f", fields_list="true", partitions="3").orderBy("ms", "seq").collect()
+    assert [[r.id, [x for p in r.fields_list for x in (p.name, p.value)]] for r in rows] == want
+    assert rows[40].fields == {"a": "y"} and rows[41].fields == {"m": "1\n2", "n": "z"}
+    assert (rows[-1].ms, rows[-1].seq, rows[-1].fields) == (103, None, {"f0": "last", "g": "x"})
+
+
 def test_a_partition_is_read_in_bounded_batches_covering_every_entry_once(spark, tmp_path):
     from storage.spark import XStreamReader, _ReadPlan
     db = tmp_path / "db"
