@@ -36,7 +36,8 @@ in one partition (even ms split, not sampling).  Each partition opens the
 store read-only in the executor, reads its range in ONE read transaction
 (a consistent snapshot of that range) ``chunk`` entries at a time with a
 moving start, yields its rows as Arrow record batches of 10000 entries
-(``chunk`` when larger), built column by column from the stored entries,
+(``chunk`` when larger), built column by column straight from the stored
+form (IDs from the keys, a shaped entry's names from its field set),
 as it goes (never a whole partition in memory), and closes the store
 when done.  Partitions are separate snapshots:
 entries added after planning are not read (ranges end at the planned
@@ -509,6 +510,8 @@ def _shaped_fields(shape, values):
         raise XStreamError("a stored entry of field set %d does not hold %d values: the store is damaged"
                            % (shape.tag, k))
     data = raw[~cut]
+    if len(data) > 0x7FFFFFFF:                        # Arrow binary offsets are 32-bit
+        raise XStreamError("%d entries of %d bytes in one batch: more than an Arrow batch holds" % (n, len(data)))
     offs = np.empty(n * k + 1, dtype=np.int32)
     offs[:-1] = at - np.arange(n * k)
     offs[-1] = len(data)
