@@ -551,22 +551,6 @@ def _record_fields(values):
     return flat.take(pa.array(offs[:-1])), flat.take(pa.array(kpos)), flat.take(pa.array(kpos + 1)), foffs
 
 
-def _records_batch(schema, stream, values, binary, with_list, name):
-    """Records (codec.encode_entry) -> one record batch of ``schema``,
-    the IDs parsed from their text: what ``_batch`` gives for the same
-    entries as stored (the reference its tests compare it with)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import numpy as np
-    id_bin, keys_bin, vals_bin, foffs = _record_fields(values)
-    id_text = id_bin.cast(pa.string())
-    ms_seq = pc.split_pattern(id_text, pattern="-")
-    ms_u = pc.list_element(ms_seq, 0).cast(pa.uint64())
-    seq_u = pc.list_element(ms_seq, 1).cast(pa.uint64())
-    return _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, np.diff(foffs), binary,
-                     with_list, lambda: values, name, False)
-
-
 def _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs, binary, with_list,
               records, name, unique):
     """The record batch from its parts: IDs (text, and ms / seq as
