@@ -340,7 +340,8 @@ class Txn:
     def dump(self, name: bytes, batched: bool = False) -> "Iterator[tuple]":
         """Everything stream ``name`` holds, as storage.dump records
         (consume within the transaction); ``batched``: entries come as
-        ("entries", [(id, stored value), ...]) records of up to 1000."""
+        ("entries", [(id, record), ...]) records of up to 1000 (records:
+        storage.codec.encode_entry)."""
         from storage.dump import stream_records
         return self._read(stream_records, name, batched)
 
