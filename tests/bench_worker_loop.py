@@ -55,12 +55,16 @@ class Script:
     """An ``xs --json`` script-mode process: send lines, read JSON replies."""
 
     def __init__(self, xs, db, env):
+        # buffered both ways (an unbuffered pipe makes readline() read
+        # one byte per system call: the client, not xs, was then the
+        # slower side); send() flushes
         self.p = subprocess.Popen(xs + ["--json", "--db", db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  env=env, bufsize=0)
+                                  env=env)
         self.out = self.p.stdout
 
     def send(self, text):
         self.p.stdin.write(text.encode())
+        self.p.stdin.flush()
 
     def reply(self):
         return json.loads(self.out.readline())
