@@ -81,14 +81,19 @@ def _v3_to_v4(kv):
 STEPS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}       # from version -> the step to the next
 
 
-def migrate(env, lt, dbs, version):
+def migrate(env, lt, dbs, version, notice=None):
     """Upgrade the store under transaction ``lt`` from ``version`` to
     ``codec.FORMAT_VERSION`` (``env``: to open the databases of older
-    formats)."""
+    formats); ``notice(version, FORMAT_VERSION, entries)`` is called
+    first, if given."""
     dbs = dict(dbs)
     if version <= 3:
         dbs[b"entries"] = env.open_db(b"entries", txn=lt)
     kv = KV(lt, dbs)
+    if notice is not None:
+        entries = sum(codec.StreamMeta.decode(v).length if version >= 2 else codec.StreamMeta.decode_v1(v).length
+                      for _, v in kv.iter_prefix(kv.db(b"keys"), b""))
+        notice(version, codec.FORMAT_VERSION, entries)
     while version < codec.FORMAT_VERSION:
         STEPS[version](kv)
         version += 1

@@ -124,8 +124,11 @@ class Store:
     ``close``); ``root``: a path to that same directory (/proc/self/fd/N
     where /proc exists, else ``path``)."""
 
-    def __init__(self, path, durable=True, readonly=False, create=True, shared_lock=True):
+    def __init__(self, path, durable=True, readonly=False, create=True, shared_lock=True, upgrade_notice=None):
         self.path = path
+        # fn(old format, new format, entries) called once before an older
+        # store is upgraded (a big one takes a while: the CLI says so)
+        self._upgrade_notice = upgrade_notice
         self.readonly = readonly
         self.durable = durable
         self.dir_fd = None
@@ -263,7 +266,8 @@ class Store:
                 t.put(codec.META_FORMAT, codec.encode_count(codec.FORMAT_VERSION), db=meta)
             elif self._check_format(raw, writable=True) < codec.FORMAT_VERSION:
                 from storage.migrate import migrate
-                migrate(self.env, t, self.dbs, int(raw))
+                notice, self._upgrade_notice = self._upgrade_notice, None     # once, even if the open is retried
+                migrate(self.env, t, self.dbs, int(raw), notice)
 
     def _check_format(self, raw, writable):
         """The store's format version, if this code can use it."""

@@ -295,3 +295,20 @@ def test_every_older_store_is_written_compact_after_the_upgrade(tmp_path, name):
     assert isinstance(r[0], str)
     forms, _ = entry_forms(db)
     assert forms[b"plain"][0] >= 1 and forms[b"plain"][1] == 0
+
+
+def test_a_person_at_a_terminal_is_told_of_the_upgrade_and_a_script_is_not(tmp_path):
+    """Upgrading a big store holds it for a while (9 s per million
+    entries here): on a terminal, one line says so, before the work."""
+    from tests._helpers import stderr_on_pty
+    db = fixture_store(tmp_path, "format3")
+    status, shown, _ = stderr_on_pty(XS + ["--db", str(db), "XLEN", "plain"])
+    assert status == 0
+    total = sum(r for c, r in zip(EXPECTED3["script"], EXPECTED3["replies"]) if c.startswith("XLEN "))
+    assert "xs: upgrading store %s from format 3 to 4 (%d entries), once..." % (db, total) in shown
+    status, shown, _ = stderr_on_pty(XS + ["--db", str(db), "XLEN", "plain"])
+    assert status == 0 and "upgrading" not in shown          # once
+    (tmp_path / "piped").mkdir()
+    db2 = fixture_store(tmp_path / "piped", "format3")
+    p = subprocess.run(XS + ["--db", str(db2), "XLEN", "plain"], capture_output=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 0 and p.stderr == b""

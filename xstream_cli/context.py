@@ -167,7 +167,22 @@ def fail(message, code=EXIT_ERROR):
 def store_at(path, durable=True, readonly=False, create=True):
     """Open the store at ``path`` (raises storage.store.StoreError)."""
     from storage.store import Store
-    return Store(path, durable=durable, readonly=readonly, create=create)
+    return Store(path, durable=durable, readonly=readonly, create=create, upgrade_notice=_upgrade_notice(path))
+
+
+def _upgrade_notice(path):
+    """What a person at a terminal is told before an older store is
+    upgraded (it holds the store for a while when it is big); scripts
+    and cron jobs, whose stderr is not a terminal, are told nothing."""
+    def notice(old, new, entries):
+        try:
+            if sys.stderr.isatty():
+                sys.stderr.write("xs: upgrading store %s from format %d to %d (%d entries), once...\n"
+                                 % (path, old, new, entries))
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    return notice
 
 
 def open_store(g, readonly=False, create=True):
