@@ -186,3 +186,56 @@ def test_keyspace_and_trim_verbs_on_mixed_streams_answer_as_redis_server(tmp_pat
     for line in KEYSPACE:
         out += script(db2, [line], "--raw").stdout
     assert out == want
+
+
+SERVED = [
+    # a transaction whose first XADD makes a new field set, aborted at EXEC
+    "MULTI",
+    xadd("t", "1-1", b"s1", b"a", b"s2", b"b"),
+    "NOSUCHCOMMAND",
+    "EXEC",
+    # one discarded
+    "MULTI",
+    xadd("t", "1-2", b"s3", b"a"),
+    "DISCARD",
+    # one that runs with an error after the new field set
+    "MULTI",
+    xadd("t", "1-3", b"s4", b"a", b"s5", b"b"),
+    xadd("t", "1-1", b"s6", b"a"),
+    xadd("t", "1-4", b"s4", b"c", b"s5", b"\n"),
+    "EXEC",
+    xadd("t", "1-5", b"s1", b"x", b"s2", b"y"),
+    xadd("t", "1-6", b"s3", b"x"),
+    xadd("t", "1-7", b"s4", b"d", b"s5", b"e"),
+    "XRANGE t - +",
+    "XREVRANGE t + - COUNT 2",
+    # FLUSHDB, then the same names again and other ones
+    "FLUSHDB",
+    "XRANGE m - + COUNT 2",
+] + _other("m", 9, 9) + [
+    xadd("m", "9-9", b"a", b"1", b"b", b"2"),
+    xadd("t", "1-1", b"s4", b"d", b"s5", b"e"),
+    "XRANGE m - +",
+    "XRANGE t - +",
+]
+
+
+def test_serve_transactions_and_flushdb_forget_field_sets_as_redis_would(tmp_path, redis):
+    """Through xs serve (redis-cli as the client): a MULTI aborted at EXEC
+    after an XADD with a new field set, a DISCARD, an EXEC with a failing
+    XADD between two that use a new set, FLUSHDB of a mixed store; then
+    adds and reads of those field sets answer as redis-server does."""
+    from tests.test_serve import Served
+    lines = mixed("m") + mixed("k") + SERVED
+    want = _redis_cli(redis, lines)
+    s = Served(tmp_path / "store")
+    try:
+        cli = shutil.which("redis-cli")
+        data = "".join(l + "\n" for l in lines).encode()
+        got = subprocess.run([cli, "-p", str(s.port), "--raw"], input=data, capture_output=True,
+                             timeout=60).stdout
+    finally:
+        s.stop()
+    assert got == want
+    after = script(tmp_path / "store", ["XRANGE m - +", "XRANGE t - +", "XLEN k"], "--raw").stdout
+    assert after == _redis_cli(redis, lines + ["XRANGE m - +", "XRANGE t - +", "XLEN k"])[len(want):]
