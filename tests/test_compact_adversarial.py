@@ -239,3 +239,114 @@ def test_serve_transactions_and_flushdb_forget_field_sets_as_redis_would(tmp_pat
     assert got == want
     after = script(tmp_path / "store", ["XRANGE m - +", "XRANGE t - +", "XLEN k"], "--raw").stdout
     assert after == _redis_cli(redis, lines + ["XRANGE m - +", "XRANGE t - +", "XLEN k"])[len(want):]
+
+
+def _parse_xadd(line):
+    """(stream, id, fields) of an ``xadd`` line (its quoting is q's)."""
+    parts = line.split(" ", 3)
+    fields = []
+    for tok in parts[3].split(" "):
+        body, out, k = tok[1:-1], bytearray(), 0
+        while k < len(body):
+            if body[k] == "\\":
+                out.append(int(body[k + 2:k + 4], 16))
+                k += 4
+            else:
+                out.append(ord(body[k]))
+                k += 1
+        fields.append(bytes(out))
+    return parts[1], parts[2], fields
+
+
+def _json_bytes(x):
+    if isinstance(x, dict):
+        import base64
+        return base64.b64decode(x["b64"])
+    return x.encode("utf-8", "surrogateescape")
+
+
+def test_tail_json_and_text_give_every_mixed_entry_as_added(tmp_path):
+    """xs tail --json (and xs export, the same shape) gives each entry of
+    a mixed stream exactly as it was added; piped xs tail prints one line
+    per entry, plain fields bare."""
+    lines = mixed("m")
+    db = tmp_path / "db"
+    assert script(db, lines).returncode == 0
+    added = [_parse_xadd(l) for l in lines]
+    p = xs(db, "tail", "--json", "-n", "1000", "m")
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [(g["stream"], g["id"], [_json_bytes(f) for f in g["fields"]]) for g in got] == added
+    assert xs(db, "export", "m").stdout == p.stdout
+    p = xs(db, "tail", "-n", "1000", "m")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.split(b"\n")
+    assert out.pop() == b"" and len(out) == len(added)
+    for line, (s, i, f) in zip(out, added):
+        assert line.startswith(("%s %s " % (s, i)).encode())
+        if all(x and x.isalnum() for x in f):
+            assert line == ("%s %s " % (s, i)).encode() + b" ".join(
+                f[k] + b"=" + f[k + 1] for k in range(0, len(f), 2))
+
+
+def test_save_restore_and_export_import_round_trip_mixed_streams_byte_for_byte(tmp_path):
+    """A mixed stream saved and restored (over a stream of the same name
+    with field sets of its own, --replace), and exported and imported,
+    reads back byte for byte; new entries of either stream's old field
+    sets are stored and read right after."""
+    src, dst, dst2 = tmp_path / "src", tmp_path / "dst", tmp_path / "dst2"
+    assert script(src, mixed("m") + _other("o", 1)).returncode == 0
+    before = script(src, READS, "--raw").stdout
+    assert script(dst, _other("m", 1, 8)).returncode == 0
+    assert xs(src, "save", str(tmp_path / "x.snap")).returncode == 0
+    p = xs(dst, "restore", "--replace", str(tmp_path / "x.snap"))
+    assert p.returncode == 0, p.stderr
+    assert script(dst, READS, "--raw").stdout == before
+    assert xs(src, "export", "-o", str(tmp_path / "x.jsonl")).returncode == 0
+    p = xs(dst2, "import", str(tmp_path / "x.jsonl"))
+    assert p.returncode == 0, p.stderr
+    assert script(dst2, READS, "--raw").stdout == before
+    more = [xadd("m", "8-1", b"o3", b"x", b"a", b"3"), xadd("m", "8-2", b"a", b"1", b"b", b"2"),
+            xadd("m", "8-3", b"f", b"1", b"g", b"2"), "XRANGE m 8 +"]
+    want = b"8-1\n8-2\n8-3\n8-1\no3\nx\na\n3\n8-2\na\n1\nb\n2\n8-3\nf\n1\ng\n2\n"
+    for db in (dst, dst2):
+        assert script(db, more, "--raw").stdout == want
+
+
+@pytest.fixture
+def ro_mount(tmp_path):
+    from tests.test_read_only_store import IS_ROOT
+    if not IS_ROOT or not shutil.which("mount"):
+        pytest.skip("needs root to make a read-only bind mount")
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(rw), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("mount --bind is not allowed here")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode != 0:
+            pytest.skip("a read-only remount is not allowed here")
+        yield rw, ro
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_a_read_only_store_of_mixed_streams_reads_and_refuses_a_new_field_set(ro_mount, tmp_path):
+    rw, ro = ro_mount
+    assert script(rw / "s", mixed("m")).returncode == 0
+    want = script(rw / "s", READS, "--raw").stdout
+    data = open(rw / "s" / "data.mdb", "rb").read()
+    assert script(ro / "s", READS, "--raw").stdout == want
+    p = xs(ro / "s", "tail", "--json", "-n", "3", "m")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 3, p.stderr
+    p = xs(ro / "s", "save", str(tmp_path / "x.snap"))
+    assert p.returncode == 0, p.stderr
+    p = xs(ro / "s", "--json", "XINFO", "STREAM", "m", "FULL", "COUNT", "0")
+    assert p.returncode == 0 and b"wide4294967295" in p.stdout, p.stderr
+    for line in (xadd("m", "9-1", b"brand", b"new"), xadd("m", "9-2", b"a", b"1", b"b", b"2")):
+        p = script(ro / "s", [line])
+        assert p.returncode == 1 and b"READONLY" in p.stdout + p.stderr
+    assert open(rw / "s" / "data.mdb", "rb").read() == data
+    p = xs(tmp_path / "copy", "restore", str(tmp_path / "x.snap"))
+    assert p.returncode == 0, p.stderr
+    assert script(tmp_path / "copy", READS, "--raw").stdout == want
