@@ -350,3 +350,73 @@ def test_a_read_only_store_of_mixed_streams_reads_and_refuses_a_new_field_set(ro
     p = xs(tmp_path / "copy", "restore", str(tmp_path / "x.snap"))
     assert p.returncode == 0, p.stderr
     assert script(tmp_path / "copy", READS, "--raw").stdout == want
+
+
+BULK_EDGES = [
+    # bulk runs of XADD * across the 32-bit sequence boundary (IDs in the
+    # future, so both servers give the same ones), with new field sets
+    xadd("b", "9999999999999-4294967292", b"a", b"0"),
+] + [xadd("b", "*", b"a", b"%d" % k, *([b"c", b"\x0e"] if k == 2 else [])) for k in range(4)] + [
+    xadd("b", "*", b"n%d" % k, b"v", b"a", b"x\ny" if k == 5 else b"z") for k in range(10)
+] + [
+    "XRANGE b - +",
+    "XREVRANGE b + (9999999999999-4294967295 COUNT 4",
+    "XRANGE b 9999999999999-4294967295 9999999999999-4294967296",
+    # a bulk run that exhausts the ID space after a new field set: added one by one
+    xadd("x", "18446744073709551615-18446744073709551613", b"a", b"0"),
+    xadd("x", "*", b"fresh", b"1", b"set", b"2"),
+    xadd("x", "*", b"fresh", b"3", b"set", b"4"),
+    xadd("x", "*", b"other", b"5"),
+    xadd("x", "*", b"fresh", b"6", b"set", b"7"),
+    "XRANGE x - +",
+    xadd("y", "1-1", b"a", b"1"),
+    xadd("y", "2-1", b"fresh", b"1", b"set", b"2"),
+    "XRANGE y - +",
+    "XLEN y",
+]
+
+
+def test_bulk_xadd_runs_across_the_wide_sequence_boundary_and_id_exhaustion_answer_as_redis(tmp_path, redis):
+    """Script mode adds runs of ``XADD s *`` in one bulk verb: across
+    sequence 0xffffffff (wide keys) with new field sets, and a run that
+    exhausts the ID space after making a new field set (then added one by
+    one): the same replies and reads as redis-server, also read again
+    from a new process."""
+    want = _redis_cli(redis, BULK_EDGES)
+    got = script(tmp_path / "db", BULK_EDGES, "--raw")
+    assert got.stdout == want
+    reads = ["XRANGE b - +", "XRANGE x - +", "XREVRANGE b + - COUNT 3"]
+    assert script(tmp_path / "db", reads, "--raw").stdout == _redis_cli(redis, BULK_EDGES + reads)[len(want):]
+
+
+def _plain_bulk():
+    """Single-spaced plain ``XADD p * ...`` lines (script mode's fastest
+    path: fields joined in text form, one scan for unsafe bytes per run)
+    with raw tag and separator bytes and '%' in names and values."""
+    raw = [b"%", b"%b", b"\x01", b"\x08", b"\x0e", b"\x1f", b"a\x02b", b"x%sy"]
+    out = []
+    for k in range(40):
+        names = [b"a", b"b"] if k % 4 else [b"n%d" % (k % 11), raw[k % len(raw)]]
+        vals = [raw[(k * 3) % len(raw)] if k % 5 == 0 else b"v%d" % k, b"w%d" % k]
+        if k in (7, 21):
+            names = [b"a", b"b", b"c"]
+            vals.append(b"only%dsafe" % k)
+        out.append(b"XADD p * " + b" ".join(x for pair in zip(names, vals) for x in pair))
+    return out
+
+
+def test_plain_bulk_lines_with_raw_unsafe_bytes_read_back_as_redis_server(tmp_path, redis):
+    """A buffer of single-spaced ``XADD p *`` lines (joined-text bulk path)
+    whose names and values hold raw tag/separator bytes and '%', after a
+    stream whose last ID is in the future (so both sides number alike):
+    XRANGE reads as redis-server's, all of it and in runs."""
+    first = [xadd("p", "9999999999999-4294967290", b"a", b"0", b"b", b"1")]
+    bulk = _plain_bulk()
+    reads = ["XRANGE p - +", "XREVRANGE p + - COUNT 5", "XRANGE p (9999999999999-4294967295 + COUNT 6"]
+    want = _redis_cli(redis, first + [l.decode("latin-1") for l in bulk] + reads)
+    db = tmp_path / "db"
+    assert script(db, first).returncode == 0
+    got = script(db, bulk, "--raw")
+    assert got.returncode == 0, got.stdout
+    got = got.stdout + script(db, reads, "--raw").stdout
+    assert got == want[len("9999999999999-4294967290\n"):]
