@@ -420,3 +420,54 @@ def test_plain_bulk_lines_with_raw_unsafe_bytes_read_back_as_redis_server(tmp_pa
     assert got.returncode == 0, got.stdout
     got = got.stdout + script(db, reads, "--raw").stdout
     assert got == want[len("9999999999999-4294967290\n"):]
+
+
+def _readlines(f, n, timeout=20):
+    import select
+    out, buf, end = [], b"", time.monotonic() + timeout
+    fd = f.stdout.fileno()
+    while len(out) < n:
+        left = end - time.monotonic()
+        assert left > 0, "only %d of %d lines: %r" % (len(out), n, out[-3:])
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, "tail exited: %r" % f.stderr.read()
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            out += lines
+    return out
+
+
+def test_tail_follow_sees_field_sets_made_by_other_processes_after_it_started(tmp_path):
+    """xs tail -f --json (plain and through a group) started on a stream
+    with a few field sets keeps printing exactly what other processes add
+    after it started: new field sets up to the limit and past it, values
+    needing records, wide sequence numbers."""
+    db = tmp_path / "db"
+    assert script(db, [xadd("m", "1-1", b"a", b"1"), xadd("m", "1-2", b"b", b"2"),
+                       "XGROUP CREATE m g $"]).returncode == 0
+    argv = XS + ["--db", str(db), "tail", "-f", "--json", "-n", "0"]
+    plain = subprocess.Popen(argv + ["m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    grouped = subprocess.Popen(argv + ["--group", "g", "--consumer", "c", "m"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        time.sleep(1.0)
+        added = []
+        for batch in range(4):
+            lines = []
+            for j in range(5):
+                n = batch * 5 + j
+                fields = [b"s%d" % (n % 12), b"v%d" % n, b"t", b"\x0e" if n % 7 == 0 else b"%d%%" % n]
+                if n == 13:
+                    fields[1] = b"two\nlines"
+                i = "2-%d" % (0xfffffffd + n)
+                lines.append(xadd("m", i, *fields))
+                added.append(("m", i, fields))
+            assert script(db, lines).returncode == 0
+        for proc in (plain, grouped):
+            got = [json.loads(l) for l in _readlines(proc, len(added))]
+            assert [(g["stream"], g["id"], [_json_bytes(f) for f in g["fields"]]) for g in got] == added
+    finally:
+        for proc in (plain, grouped):
+            proc.kill()
+            proc.wait()
