@@ -106,8 +106,8 @@ def _free_port():
 
 def test_mixed_stream_reads_are_byte_identical_to_redis_server(tmp_path, redis):
     """XRANGE/XREVRANGE (COUNT, exclusive bounds, wide sequence numbers)
-    of a stream mixing every stored form: xs --raw prints what redis-cli
-    --raw prints for the same script."""
+    of a stream mixing every stored form: xs --raw and --no-raw print
+    what redis-cli prints for the same script."""
     lines = mixed() + READS
     redis.flushall()
     cli = shutil.which("redis-cli")
@@ -119,6 +119,10 @@ def test_mixed_stream_reads_are_byte_identical_to_redis_server(tmp_path, redis):
     got = script(tmp_path / "db", lines, "--raw")
     assert got.returncode == 0, got.stderr
     assert got.stdout == want
+    # --no-raw (quoted, escaped, nested numbering), read again from disk
+    want = subprocess.run([cli, "-p", str(redis.port), "--no-raw"], input="".join(
+        l + "\n" for l in READS).encode(), capture_output=True, timeout=60).stdout
+    assert script(tmp_path / "db", READS, "--no-raw").stdout == want
 
 
 def _redis_cli(redis, lines):
