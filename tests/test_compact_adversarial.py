@@ -373,6 +373,14 @@ BULK_EDGES = [
     xadd("x", "*", b"other", b"5"),
     xadd("x", "*", b"fresh", b"6", b"set", b"7"),
     "XRANGE x - +",
+    # a run whose first stream's entries (a new field set) were stored
+    # when the next stream's ID space ran out: all added one by one
+    xadd("z", "9999999999999-0", b"a", b"0"),
+    xadd("x2", "18446744073709551615-18446744073709551615", b"a", b"0"),
+    xadd("z", "*", b"brand", b"1", b"new", b"2"),
+    xadd("x2", "*", b"a", b"1"),
+    xadd("z", "*", b"brand", b"3", b"new", b"4"),
+    "XRANGE z - +",
     xadd("y", "1-1", b"a", b"1"),
     xadd("y", "2-1", b"fresh", b"1", b"set", b"2"),
     "XRANGE y - +",
@@ -389,7 +397,7 @@ def test_bulk_xadd_runs_across_the_wide_sequence_boundary_and_id_exhaustion_answ
     want = _redis_cli(redis, BULK_EDGES)
     got = script(tmp_path / "db", BULK_EDGES, "--raw")
     assert got.stdout == want
-    reads = ["XRANGE b - +", "XRANGE x - +", "XREVRANGE b + - COUNT 3"]
+    reads = ["XRANGE b - +", "XRANGE x - +", "XREVRANGE b + - COUNT 3", "XRANGE z - +", "XLEN x2"]
     assert script(tmp_path / "db", reads, "--raw").stdout == _redis_cli(redis, BULK_EDGES + reads)[len(want):]
 
 
