@@ -483,3 +483,39 @@ def test_tail_follow_sees_field_sets_made_by_other_processes_after_it_started(tm
         for proc in (plain, grouped):
             proc.kill()
             proc.wait()
+
+
+def _pipelined(port, lines):
+    """Send ``lines`` as inline commands in one write; the RESP bytes of
+    their replies (up to a final ECHO marker)."""
+    end = b"$11\r\n__the_end__\r\n"
+    c = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        c.sendall(b"".join(l.encode("latin-1") + b"\r\n" for l in lines) + b"ECHO __the_end__\r\n")
+        out = b""
+        while not out.endswith(end):
+            chunk = c.recv(65536)
+            assert chunk, out[-200:]
+            out += chunk
+    finally:
+        c.close()
+    return out
+
+
+def test_serve_pipelined_bulk_runs_and_mixed_reads_are_byte_identical_to_redis_server(tmp_path, redis):
+    """One pipelined write of inline commands (xs serve adds runs of plain
+    XADD * in one verb, across commands): the ID-exhaustion and
+    wide-sequence runs with new field sets, the raw-byte plain lines and
+    a mixed stream's reads give the RESP bytes redis-server gives."""
+    from tests.test_serve import Served
+    lines = BULK_EDGES + [xadd("p", "9999999999999-4294967290", b"a", b"0")] + [
+        l.decode("latin-1") for l in _plain_bulk()] + mixed("m") + READS + [
+        "XRANGE p - +", "XRANGE z - +"]
+    redis.flushall()
+    want = _pipelined(redis.port, lines)
+    s = Served(tmp_path / "store")
+    try:
+        got = _pipelined(s.port, lines)
+    finally:
+        s.stop()
+    assert got == want
