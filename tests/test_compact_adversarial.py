@@ -581,3 +581,59 @@ def test_random_mixed_scripts_answer_as_redis_server(tmp_path, redis, seed):
     assert got.stdout == want and b"Traceback" not in got.stderr
     reads = script(tmp_path / "db", ["XRANGE s - +", "XRANGE t - +"], "--raw").stdout
     assert reads == _redis_cli(redis, lines + ["XRANGE s - +", "XRANGE t - +"])[len(want):]
+
+
+def test_concurrent_writers_racing_for_field_sets_and_a_killed_one_leave_every_entry_readable(tmp_path):
+    """Four processes add to one stream at once, each with field sets of
+    its own (so they race for the 8 tags and for the room past them), one
+    of them SIGKILLed mid-stream; afterwards every entry reads back with
+    the fields its writer gave it, and XLEN agrees."""
+    db = tmp_path / "db"
+    assert script(db, [xadd("c", "1-1", b"seed", b"0")]).returncode == 0
+
+    def lines(w, n):
+        out = []
+        for k in range(n):
+            names = [b"w%d-%d" % (w, k % 4), b"k"]
+            if k % 9 == 0:
+                names.append(b"w%d\x0e" % w)
+            out.append(xadd("c", "*", *[x for nm in names for x in (nm, b"%d:%d" % (w, k))]))
+        return "".join(l + "\n" for l in out).encode()
+
+    procs = []
+    for w in range(4):
+        p = subprocess.Popen(XS + ["--db", str(db), "--raw"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, cwd=ROOT)
+        procs.append(p)
+    data = [lines(w, 300) for w in range(4)]
+    step = 1500
+    for at in range(0, max(map(len, data)), step):
+        for w, p in enumerate(procs):
+            if w == 3 and at >= 3 * step:
+                if p.poll() is None:
+                    p.kill()
+                continue
+            p.stdin.write(data[w][at:at + step])
+            p.stdin.flush()
+        time.sleep(0.01)
+    for p in procs:
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+        p.wait(30)
+    for p in procs[:3]:
+        assert p.returncode == 0, p.stderr.read()
+    got = xs(db, "--json", "XRANGE", "c", "-", "+")
+    assert got.returncode == 0, got.stderr
+    entries = json.loads(got.stdout)
+    assert json.loads(xs(db, "--json", "XLEN", "c").stdout) == len(entries)
+    seen = {}
+    for _, f in entries[1:]:
+        w, k = map(int, f[1].split(":"))
+        names = ["w%d-%d" % (w, k % 4), "k"] + (["w%d\x0e" % w] if k % 9 == 0 else [])
+        assert f == [x for nm in names for x in (nm, "%d:%d" % (w, k))]
+        seen.setdefault(w, []).append(k)
+    for w in range(3):
+        assert seen[w] == list(range(300))
+    assert seen.get(3, []) == list(range(len(seen.get(3, []))))
