@@ -93,14 +93,6 @@ READS = [
 ]
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 # ------------------------------------------------------------------ tests
 
 
