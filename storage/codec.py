@@ -252,25 +252,6 @@ def id_from_entry_key(key):
     return ms, seq
 
 
-def ids_and_values(pairs):
-    """(entry key, stored value) pairs -> (ID, stored value) pairs."""
-    return ((id_from_entry_key(k), v) for k, v in pairs)
-
-
-def id_texts(keys):
-    """The IDs of entry keys as text (``b"ms-seq"``), in C for the usual
-    20-byte keys."""
-    n = len(keys)
-    try:
-        # one unpack and one formatting call for the whole run
-        ints = struct.unpack(">" + "8xQI" * n, b"".join(keys))
-    except struct.error:                          # a wide key
-        return [b"%d-%d" % id_from_entry_key(k) for k in keys]
-    texts = ((b"%d-%d\n" * n) % ints).split(b"\n")
-    texts.pop()
-    return texts
-
-
 def sid_prefix(sid):
     return U64.pack(sid)
 
@@ -278,10 +259,6 @@ def sid_prefix(sid):
 def v3_id_from_entry_key(key):
     """The ID of a format-3 ``entries`` key (sid, ms, seq: 8 bytes each)."""
     return ID.unpack_from(key, 8)
-
-
-def v3_entry_key(sid, i):
-    return _KEY3.pack(sid, i[0], i[1])
 
 
 def encode_entry(id_text, fields):
@@ -375,8 +352,8 @@ class Shape:
             flat[1::3] = ints[1::2]
             flat[2::3] = values
             joined = ((b"%d-%d%b" + sep) * n % tuple(flat))[:-len(sep)]
-        except struct.error:                      # a wide key
-            joined = sep.join(map(bytes.__add__, id_texts(keys), values))
+        except struct.error:                      # a wide key in the run: one entry at a time
+            joined = sep.join(b"%d-%d%b" % (*id_from_entry_key(k), v) for k, v in zip(keys, values))
         joined = joined.replace(self._t, b"\n" + self.names[0] + b"\n")
         for s, r in self._subs:
             joined = joined.replace(s, r)
@@ -385,10 +362,6 @@ class Shape:
 
 def shape_key(sid, tag):
     return U64.pack(sid) + bytes((tag,))
-
-
-def shape_tag_from_key(key):
-    return key[8]
 
 
 def decode_shape(key, value):

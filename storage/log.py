@@ -5,8 +5,9 @@ The stored value of an entry is its record or, for an entry whose field
 names are one of the stream's interned field sets (the ``shapes``
 database, at most codec.MAX_SHAPES per stream, made on first use and
 dropped with the stream), only its values (storage.codec, format 4).
-This module is the only one that sees stored values: it takes fields
-and gives back fields, records (``encode_entry``) or ``codec.Entries``.
+This module (with storage.shapes, which encodes them) is the only one
+that reads or writes the ``log`` database: it takes fields and gives
+back fields, records (``encode_entry``) or ``codec.Entries``.
 
 Invariant: ``m.length`` (the stream record) is the number of entries
 stored under the stream's number.  Every method that adds or removes
@@ -53,6 +54,8 @@ def _no_cycle_collection():
     finally:
         if collecting:
             gc.enable()
+
+
 # node_count: more entries than this waiting for their nodes are estimated
 EXACT_COUNT_LIMIT = 20000
 
