@@ -2,11 +2,11 @@
 connection and server commands (PING, HELLO, AUTH, CLIENT, INFO, MULTI,
 ...).  Every stream and keyspace command is the CLI's command table
 (xstream_cli.commands), parsed by the same parsers and run by the same
-engine through the engine thread (engine.py); nothing here implements a
+engine (engine.py, in the loop's thread); nothing here implements a
 stream command.
 
-One event loop reads and writes every connection; it never touches the
-store itself.  A client's commands that arrive together (a pipeline) go
+One event loop reads and writes every connection and, between turns,
+runs the engine's batch (group commit).  A client's commands that arrive together (a pipeline) go
 to the engine as one job, in order; replies are written in order and
 only after the commit that made them durable.  Connections are asyncio
 Protocols: bytes received are parsed at once and a client's commands
@@ -244,8 +244,7 @@ class Server:
         from concurrent.futures import ThreadPoolExecutor
         self.loop = asyncio.get_running_loop()
         self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
-        self.engine.deliver = self._deliver
-        self.engine.start()
+        self.engine.start(self.loop)
         c = self.config
         if c.unixsocket:
             try:
@@ -294,7 +293,7 @@ class Server:
         deadline = time.monotonic() + 2
         while self.clients and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        await self.loop.run_in_executor(None, self.engine.stop)
+        self.engine.stop()
         self.pool.shutdown(wait=False)
         if self.config.unixsocket:
             try:
@@ -536,12 +535,8 @@ class Server:
     def _run(self, items, exec_=False, watched=None):
         """Hand ``items`` to the engine; a future of (replies, blocked)."""
         fut = self.loop.create_future()
-        self.engine.submit(Job(items, fut, exec_, watched))
+        self.engine.submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched))
         return fut
-
-    def _deliver(self, done):
-        """(engine thread) Resolve a batch's futures in one loop wake-up."""
-        self.loop.call_soon_threadsafe(_resolve_all, done)
 
     async def _block(self, c, cmd, args, w):
         """Wait for a blocked read in the blocking pool; the client going
@@ -612,17 +607,6 @@ def _encode(r, proto, array_null=False):
     if type(r) is _Raw:
         return r.data
     return encode(r, proto, array_null)
-
-
-def _resolve_all(done):
-    for fut, value in done:
-        if type(fut) is not asyncio.Future and not isinstance(fut, asyncio.Future):
-            try:
-                fut(value)                   # a callback (Server._answered)
-            except Exception:
-                log.exception("answering a client failed")
-        elif not fut.done():
-            fut.set_result(value)
 
 
 # =================================================================== commands
