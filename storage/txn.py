@@ -27,6 +27,7 @@ import time
 
 import lmdb
 
+from storage.errors import RedisError
 from storage.parts import Parts
 
 
@@ -49,7 +50,7 @@ delivery, groups, keyspace, settings, streams = (_VerbModule(n) for n in
                                                   ("delivery", "groups", "keyspace", "settings", "streams"))
 
 if False:  # typing only (not imported at run time)
-    from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+    from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
     from storage.codec import Entries
     from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo
@@ -96,6 +97,7 @@ class Txn:
         self.changed = set()         # streams changed by committed verbs
         self._tails = {}             # last listpack node per stream (storage.log), kept
                                      # across verbs; cleared when a verb is rolled back
+        self._shared = None          # the Parts of a ``shared`` run in progress
 
     @staticmethod
     def now() -> int:
@@ -110,6 +112,8 @@ class Txn:
     def _read(self, fn, *args):
         if self._failed is not None:
             raise Aborted("the transaction failed earlier: %s" % (self._failed,))
+        if self._shared is not None:
+            return fn(self._shared, *args)
         try:
             return fn(self._parts(self._lt), *args)
         except lmdb.Error as e:
@@ -118,6 +122,8 @@ class Txn:
     def _write(self, fn, *args):
         if self._failed is not None:
             raise Aborted("the transaction failed earlier: %s" % (self._failed,))
+        if self._shared is not None:
+            return fn(self._shared, *args)
         if not self.writable:
             try:
                 return fn(self._parts(self._lt), *args)
@@ -156,6 +162,46 @@ class Txn:
                 raise
         self.changed |= changed
         return result
+
+    def shared(self, calls: "Sequence[Callable[[], object]]") -> "Optional[list]":
+        """Run ``calls`` (functions of no argument, each calling one verb
+        of this transaction: a run of XREADGROUPs and XACKs from several
+        clients) under ONE savepoint and one set of parts, so that the
+        records they share (the stream's, the group's, the consumers') are
+        read, decoded and written back once for the run instead of once
+        per verb.  Their results, in order, when every verb succeeds: the
+        same outcome as a savepoint each, since every one of those would
+        have been kept.  When one raises a RedisError, everything the run
+        did is rolled back and None is returned: the caller runs the verbs
+        again one by one, so that only the failing one fails.  None at
+        once when this transaction has no savepoints (a read transaction,
+        or a store opened without them)."""
+        if not (self.writable and self._savepoints) or self._shared is not None or self._failed is not None:
+            return None
+        child = self._store.env.begin(write=True, parent=self._lt)
+        p = self._shared = self._parts(child)
+        try:
+            results = [call() for call in calls]
+            changed = p.flush()
+            child.commit()
+        except RedisError:
+            child.abort()
+            self._tails.clear()
+            return None
+        except lmdb.Error as e:
+            child.abort()
+            self._tails.clear()
+            if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
+                self._failed = e
+            raise _store_error(e)
+        except BaseException:
+            child.abort()
+            self._tails.clear()
+            raise
+        finally:
+            self._shared = None
+        self.changed |= changed
+        return results
 
     def check_committable(self):
         """Raise Aborted if a verb failed without a savepoint."""

@@ -26,7 +26,7 @@ from storage.errors import RedisError
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 from xstream_cli.reply import OK, Map, Status
 from xstream_cli.resp import NULL_ARRAY, ProtocolError, RequestParser, Verbatim, encode
-from xstream_cli.server.engine import Engine, Item, Job
+from xstream_cli.server.engine import Engine, Item, Job, item_for
 
 log = logging.getLogger("xs.serve")
 
@@ -375,7 +375,7 @@ class Server:
                 if type(a) is not list or a[0].upper() in local:
                     break
             else:
-                items = [self._item(a) for a in cmds]
+                items = [item_for(a) for a in cmds]
                 c.inflight = True
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0].upper().decode("latin-1")
@@ -472,7 +472,7 @@ class Server:
                 continue
             local = _LOCAL.get(name)
             if local is None:
-                batch.append(self._item(argv))
+                batch.append(item_for(argv))
                 continue
             fn, arity, lname = local
             n = len(argv)
@@ -497,18 +497,6 @@ class Server:
             elif r is not None:
                 batch.append(Item(reply=r))
         await self._flush(c, batch)
-
-    def _item(self, argv):
-        """An engine Item for a command of the table (its parse error as
-        the reply when it does not parse)."""
-        na = len(argv)
-        if na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
-            return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
-        try:
-            cmd = lookup(argv)
-            return Item(cmd=cmd, args=cmd.parse(argv))
-        except RedisError as e:
-            return Item(reply=e)
 
     async def _flush(self, c, items):
         """Run ``items`` in order and send their replies; a blocked read
@@ -567,9 +555,6 @@ class Server:
                 return e
         c.multi.append(argv)
         return Status("QUEUED")
-
-
-_XADD = COMMANDS[b"XADD"]
 
 
 class _Protocol(asyncio.Protocol):
@@ -920,7 +905,7 @@ def _config(srv, c, argv):
         names = [a.decode("utf-8", "replace").lower() for a in argv[2::2]]
         stored = [n for n in names if n in STORE_PARAMS]
         if stored and len(stored) == len(names):
-            return srv._item(argv)           # an engine command: committed in the store
+            return item_for(argv)           # an engine command: committed in the store
         if stored:
             return _err("ERR CONFIG SET failed (possibly related to argument '%s') - a store setting is set "
                         "in a CONFIG SET of its own" % stored[0])
@@ -1079,7 +1064,7 @@ async def _exec(srv, c, argv):
     for a in queued:
         local = _LOCAL.get(a[0].upper())
         if local is None:
-            items.append(srv._item(a))
+            items.append(item_for(a))
             continue
         r = local[0](srv, c, a)
         if asyncio.iscoroutine(r):

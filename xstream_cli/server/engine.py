@@ -41,12 +41,14 @@ when no transaction of the process is open.
 """
 import logging
 import threading
+from functools import partial
 
 from storage import errors
 from storage.blocking import notify
 from storage.errors import RedisError
 from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
+from xstream_cli.commands import COMMANDS, lookup
 from xstream_cli.session import Session, waits
 
 log = logging.getLogger("xs.serve")
@@ -88,6 +90,19 @@ class Item:
         self.plain_add = plain_add   # (key, fields) of a plain "XADD key * f v ...": added in runs
         self.write = write if cmd is None else cmd.write
         self.array_null = cmd is not None and cmd.blocking   # XREAD / XREADGROUP: null arrays in RESP2
+
+
+def item_for(argv):
+    """An engine Item for a command of the table (its parse error as
+    the reply when it does not parse)."""
+    na = len(argv)
+    if na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+        return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
+    try:
+        cmd = lookup(argv)
+        return Item(cmd=cmd, args=cmd.parse(argv))
+    except RedisError as e:
+        return Item(reply=e)
 
 
 class Job:
@@ -199,26 +214,48 @@ class Engine:
 class _BatchRun:
     """The jobs of one group commit, run in the transaction ``tx``.
 
-    Runs of plain ``XADD key * field value ...`` (the bulk of a producer
-    load), even across jobs, are added with one engine call
-    (``Txn.add_auto_many``, as script mode does); their replies are
-    filled in when the run is flushed, which happens before any other
-    command runs, so every command sees the writes before it."""
+    Two kinds of run, even across jobs, are run together; their replies
+    are filled in when the run is flushed, which happens before any other
+    command runs, so every command sees the writes before it:
+
+    - plain ``XADD key * field value ...`` (the bulk of a producer load):
+      added with one engine call (``Txn.add_auto_many``, as script mode
+      does);
+    - XREADGROUP without BLOCK and XACK (the loop of a pool of workers):
+      run under one savepoint (``Txn.shared``), so the stream, group and
+      consumer records they share are read and written back once.
+
+    Either way, when a command of the run fails, the run is undone and its
+    commands are run again one by one, each all or nothing: the replies
+    and the store are those of running them one by one from the start."""
 
     def __init__(self, tx):
         self.tx = tx
-        self.run_items = []          # (replies list, index, (key, fields)) of the pending run
+        self.run_kind = None         # _ADDS or _SHARED: what run_items holds
+        self.run_items = []          # (replies list, index, (key, fields) or Item) of the pending run
 
     def run(self, batch):
         out = [self._job(j) for j in batch]
         self._flush()
         return out
 
+    def _join(self, kind, entry):
+        if self.run_kind is not kind:
+            self._flush()
+            self.run_kind = kind
+        self.run_items.append(entry)
+
     def _flush(self):
         run = self.run_items
         if not run:
             return
         self.run_items = []
+        if self.run_kind is _ADDS:
+            self._flush_adds(run)
+        else:
+            self._flush_shared(run)
+
+    def _flush_adds(self, run):
         try:
             ids = self.tx.add_auto_many([x[2] for x in run])
         except RedisError:
@@ -232,6 +269,23 @@ class _BatchRun:
                 replies[i] = b"%d-%d" % self.tx.add(key, fields, _AUTO)
             except RedisError as e:
                 replies[i] = e
+
+    def _flush_shared(self, run):
+        tx = self.tx
+        results = None
+        if len(run) > 1:
+            try:
+                results = tx.shared([partial(_call, tx, it) for _, _, it in run])
+            except _FATAL:
+                raise
+            except Exception:        # a bug: rolled back; one by one finds the command
+                log.exception("shared run failed")
+        if results is not None:
+            for (replies, i, _), r in zip(run, results):
+                replies[i] = r
+            return
+        for replies, i, it in run:                # one by one, each all or nothing
+            replies[i] = _one(tx, it)
 
     def _job(self, job):
         tx = self.tx
@@ -247,29 +301,72 @@ class _BatchRun:
                 continue
             if it.plain_add is not None:
                 replies.append(None)
-                self.run_items.append((replies, i, it.plain_add))
+                self._join(_ADDS, (replies, i, it.plain_add))
+                continue
+            if not job.exec_ and _shareable(it):
+                replies.append(None)
+                self._join(_SHARED, (replies, i, it))
                 continue
             self._flush()
-            try:
-                if it.fn is not None:
-                    r = it.fn(tx)
-                else:
-                    cmd = it.cmd
-                    a = cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
-                    r = cmd.run(tx, *a)
-                    if r is None and not job.exec_:
-                        w = waits(cmd, a)
-                        if w is not None:
-                            return replies, (i, cmd, a, w)
-            except RedisError as e:
-                r = e
-            except _FATAL:
-                raise
-            except Exception as e:     # a bug: its savepoint was rolled back
-                log.exception("command failed")
-                r = errors.internal(e)
+            r = _one(tx, it, may_wait=not job.exec_)
+            if type(r) is _Blocked:
+                return replies, (i,) + r.wait
             replies.append(r)
         return replies, None
+
+
+def _call(tx, it):
+    """Run the engine command of ``it``: its reply (errors raised)."""
+    if it.fn is not None:
+        return it.fn(tx)
+    cmd = it.cmd
+    return cmd.run(tx, *_prepared(tx, it))
+
+
+def _prepared(tx, it):
+    cmd = it.cmd
+    return cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
+
+
+class _Blocked:
+    """A blocking read that must wait: ``wait`` = (cmd, args, Wait)."""
+    __slots__ = ("wait",)
+
+    def __init__(self, wait):
+        self.wait = wait
+
+
+def _one(tx, it, may_wait=False):
+    """The reply of ``it`` run on its own (a RedisError as the reply);
+    with ``may_wait``, a _Blocked when it is a blocking read that must
+    wait (outside MULTI)."""
+    try:
+        if not (may_wait and it.fn is None and it.cmd.blocking):
+            return _call(tx, it)
+        cmd = it.cmd
+        a = _prepared(tx, it)
+        r = cmd.run(tx, *a)
+        w = waits(cmd, a) if r is None else None
+        return r if w is None else _Blocked((cmd, a, w))
+    except RedisError as e:
+        return e
+    except _FATAL:
+        raise
+    except Exception as e:         # a bug: its savepoint was rolled back
+        log.exception("command failed")
+        return errors.internal(e)
+
+
+_ADDS, _SHARED = "adds", "shared"
+_XADD = COMMANDS[b"XADD"]
+_XREADGROUP = COMMANDS[b"XREADGROUP"]
+_XACK = COMMANDS[b"XACK"]
+
+
+def _shareable(it):
+    """XACK, and XREADGROUP without BLOCK (it never waits)."""
+    cmd = it.cmd
+    return cmd is _XACK or (cmd is _XREADGROUP and it.args[0].block is None)
 
 
 _AUTO = AddOptions()

@@ -1,0 +1,119 @@
+"""xs serve runs the XREADGROUPs and XACKs of one group commit under one
+savepoint (engine._BatchRun, Txn.shared) and falls back to one savepoint
+each when one of them fails.  Whatever the mix of commands, clients and
+failures, the replies and the store must be exactly those of running
+every command on its own, one after the other."""
+import types
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage import Store
+from storage.txn import Txn
+from xstream_cli.resp import encode
+from xstream_cli.server.engine import Engine, Job, item_for
+
+CLOCK = 1_700_000_000_000
+IDS = [b"1-%d" % k for k in range(1, 13)]
+
+
+def _setup_argvs():
+    out = []
+    for s in (b"s1", b"s2"):
+        out += [[b"XADD", s, i, b"f", b"v" + i] for i in IDS]
+        out += [[b"XGROUP", b"CREATE", s, b"g1", b"0"], [b"XGROUP", b"CREATE", s, b"g2", b"0"]]
+    return out
+
+
+key = st.sampled_from([b"s1", b"s2", b"nokey"])
+group = st.sampled_from([b"g1", b"g2", b"nogroup"])
+consumer = st.sampled_from([b"c1", b"c2", b"c3"])
+
+xreadgroup = st.builds(
+    lambda g, c, count, noack, claim, k, want: (
+        [b"XREADGROUP", b"GROUP", g, c] + count + noack + claim + [b"STREAMS", k, want]),
+    group, consumer,
+    st.sampled_from([[], [b"COUNT", b"1"], [b"COUNT", b"2"], [b"COUNT", b"0"], [b"COUNT", b"-1"]]),
+    st.sampled_from([[], [], [b"NOACK"]]),
+    st.sampled_from([[], [], [b"CLAIM", b"0"]]),
+    key, st.sampled_from([b">", b">", b"0", b"1-3", b"bad-id"]))
+xack = st.builds(lambda k, g, ids: [b"XACK", k, g] + ids,
+                 key, group, st.lists(st.sampled_from(IDS + [b"bad", b"9-9"]), min_size=1, max_size=3))
+other = st.sampled_from([
+    [b"XADD", b"s1", b"*", b"f", b"new"],          # a plain add: a run of the other kind
+    [b"XLEN", b"s1"],
+    [b"XPENDING", b"s1", b"g1"],
+    [b"XREADGROUP", b"GROUP", b"g1", b"c1", b"BLOCK", b"10", b"STREAMS", b"s2", b"0"],   # history: never waits
+    [b"XGROUP", b"DELCONSUMER", b"s2", b"g2", b"c2"],
+])
+command = st.one_of(xreadgroup, xreadgroup, xack, other)
+
+
+def _engine(store):
+    eng = Engine(store)
+    eng.start(types.SimpleNamespace(call_soon=lambda fn: None))   # batches run at stop()
+    return eng
+
+
+def _run(store, jobs):
+    """Run ``jobs`` (lists of argv) as ONE group commit; the replies of
+    each job, encoded in RESP3."""
+    eng = _engine(store)
+    out = []
+    for argvs in jobs:
+        items = [item_for(a) for a in argvs]
+        eng.submit(Job(items, lambda res, items=items: out.append(
+            [encode(r, 3, it.array_null) for it, r in zip(items, res[0])])))
+    eng.stop()
+    assert eng.commits <= 1                  # one group commit (none if nothing was written)
+    return out
+
+
+def _state(store):
+    return _run(store, [[[b"XINFO", b"STREAM", s, b"FULL"] for s in (b"s1", b"s2")]
+                        + [[b"XPENDING", s, g, b"-", b"+", b"100"] for s in (b"s1", b"s2") for g in (b"g1", b"g2")]])
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch):
+    monkeypatch.setattr(Txn, "now", staticmethod(lambda: CLOCK))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.lists(st.lists(command, min_size=1, max_size=4), min_size=1, max_size=8))
+def test_a_batch_of_reads_and_acks_answers_and_leaves_the_store_as_one_command_at_a_time(tmp_path_factory, fixed_clock,
+                                                                                          jobs):
+    base = tmp_path_factory.mktemp("shared")
+    together, alone = Store(str(base / "together")), Store(str(base / "alone"))
+    try:
+        for s in (together, alone):
+            _run(s, [_setup_argvs()])
+        got = _run(together, jobs)
+        want = [[_run(alone, [[a]])[0][0] for a in argvs] for argvs in jobs]
+        assert got == want
+        assert _state(together) == _state(alone)
+    finally:
+        together.close()
+        alone.close()
+
+
+def test_one_failing_command_in_a_run_fails_alone(tmp_path, fixed_clock):
+    """The run is undone and run again one by one: the reads before and
+    after the failing XACK keep their deliveries."""
+    store = Store(str(tmp_path / "s"))
+    try:
+        _run(store, [_setup_argvs()])
+        got = _run(store, [
+            [[b"XREADGROUP", b"GROUP", b"g1", b"c1", b"COUNT", b"2", b"STREAMS", b"s1", b">"]],
+            [[b"XACK", b"s1", b"g1", b"bad"]],
+            [[b"XREADGROUP", b"GROUP", b"g1", b"c2", b"COUNT", b"1", b"STREAMS", b"s1", b">"]],
+            [[b"XACK", b"s1", b"g1", b"1-1"]],
+        ])
+        assert got[1] == [b"-ERR Invalid stream ID specified as stream command argument\r\n"]
+        assert b"1-1" in got[0][0] and b"1-2" in got[0][0] and b"1-3" in got[2][0]
+        assert got[3] == [b":1\r\n"]
+        pending = _run(store, [[[b"XPENDING", b"s1", b"g1"]]])[0][0]
+        assert pending.startswith(b"*4\r\n:2\r\n$3\r\n1-2\r\n$3\r\n1-3\r\n")
+    finally:
+        store.close()
