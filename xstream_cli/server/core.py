@@ -176,7 +176,7 @@ class Client:
         self.watch_dirty = False
         self.created = time.monotonic()
         self.last = self.created
-        self.last_cmd = "NULL"
+        self.last_cmd = b"NULL"        # the name of the last command, as sent
         self.closing = False
         self.task = None             # the task running this client's commands, while it has some
         self.inflight = False        # a job sent by Server._pump is with the engine
@@ -192,7 +192,7 @@ class Client:
                 % (self.id, self.addr, self.laddr, self.name or "", now - self.created, now - self.last,
                    ("b" if self.call is not None else "") + ("x" if self.multi is not None else "") or "N",
                    -1 if self.multi is None else len(self.multi), len(self.watched or ()),
-                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.lower(), self.proto,
+                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.decode("latin-1").lower(), self.proto,
                    self.lib_name or "", self.lib_ver or ""))
 
     def _out_size(self):
@@ -378,7 +378,7 @@ class Server:
                 items = [item_for(a) for a in cmds]
                 c.inflight = True
                 c.last = time.monotonic()
-                c.last_cmd = cmds[-1][0].upper().decode("latin-1")
+                c.last_cmd = cmds[-1][0]
                 self.engine.submit(Job(items, lambda res: self._answered(c, items, res)))
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
@@ -388,11 +388,14 @@ class Server:
         then go on with what the client sent meanwhile."""
         c.inflight = False
         replies, blocked = res
-        self._send(c, b"".join([_encode(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
+        if len(replies) == 1:
+            self._send(c, _encode(replies[0], c.proto, items[0].array_null))
+        else:
+            self._send(c, b"".join([_encode(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
         if blocked is not None:
             c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
-            return
-        self._pump(c)
+        elif c.parser.pending():
+            self._pump(c)
 
     async def _after_block(self, c, items, blocked):
         i, cmd, args, w = blocked
@@ -463,7 +466,7 @@ class Server:
                 break
             c.last = time.monotonic()
             name = argv[0].upper()
-            c.last_cmd = name.decode("latin-1")
+            c.last_cmd = name
             if not c.authed and name not in _NOAUTH_OK:
                 batch.append(Item(reply=_err(NOAUTH)))
                 continue

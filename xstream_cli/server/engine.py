@@ -117,7 +117,7 @@ class Job:
         self.done = done
         self.exec_ = exec_
         self.watched = watched       # {key: change counter} of WATCH, for EXEC
-        self.write = any(i.write for i in items)
+        self.write = items[0].write if len(items) == 1 else any(i.write for i in items)
 
 
 class Engine:
