@@ -11,8 +11,8 @@ where the order is fixed (each client's pipeline is sent whole, the
 clients one after the other, while the server is kept busy so that
 they land in ONE group commit); elsewhere invariants are checked
 (every entry delivered once, PEL counts agree, every reply durable)."""
-import json
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -69,11 +69,21 @@ def _bucket(v):
 
 
 def _norm(argv, reply):
-    """Mask wall-clock values (idle times, delivery and seen times)."""
+    """Mask wall-clock values (idle times, delivery and seen times).
+
+    Consumers with nothing pending are left out of XINFO replies: an
+    XREADGROUP that serves nothing creates its consumer in xs (as Redis
+    7.2+) but not in redis-server 7.0."""
     if isinstance(reply, dict) and "error" in reply:
         return reply
     name = argv[0].upper()
     sub = argv[1].upper() if len(argv) > 1 else ""
+    if name == "XADD" and argv[1] == "v" and isinstance(reply, str):
+        return "<v>"                 # its auto IDs can equal u's: kept out of the numbering
+    if name == "XINFO" and sub == "GROUPS" and isinstance(reply, list):
+        return [{k: v for k, v in g.items() if k != "consumers"} for g in reply]
+    if name == "XINFO" and sub == "CONSUMERS" and isinstance(reply, list):
+        reply = [c for c in reply if c.get("pending")]
     if name == "XPENDING" and len(argv) > 3 and isinstance(reply, list):
         return [[e[0], e[1], _bucket(e[2]), e[3]] for e in reply]
     if name == "XINFO" and sub == "CONSUMERS":
@@ -86,6 +96,8 @@ def _norm(argv, reply):
             g["pending"] = [[p[0], p[1], "T", p[3]] for p in g.get("pending", [])]
             cons = []
             for c in g.get("consumers", []):
+                if not c.get("pel-count"):
+                    continue
                 c = {k: ("T" if k in ("seen-time", "active-time") else v) for k, v in c.items()}
                 c["pending"] = [[p[0], "T", p[2]] for p in c.get("pending", [])]
                 cons.append(c)
@@ -107,8 +119,23 @@ def _same(ref, got):
     return ref == got and type(ref) is type(got)
 
 
+AUTO_ID = re.compile(r"^\d{13,}-\d+$")
+
+
+def _auto_ids(tree, table):
+    """Auto IDs (``XADD u *``) as <idN>, numbered in order of appearance."""
+    if isinstance(tree, str) and AUTO_ID.match(tree):
+        return table.setdefault(tree, "<id%d>" % len(table))
+    if isinstance(tree, list):
+        return [_auto_ids(x, table) for x in tree]
+    if isinstance(tree, dict):
+        return {k: _auto_ids(v, table) for k, v in tree.items()}
+    return tree
+
+
 def _diff(sent, ref, got):
     queued = {}                      # client -> the commands queued since MULTI
+    tables = ({}, {})
     for (who, argv), a, b in zip(sent, ref, got):
         name = argv[0].upper()
         if name == "MULTI":
@@ -120,7 +147,7 @@ def _diff(sent, ref, got):
                 b = [_norm(q, x) for q, x in zip(body, b)]
         elif who in queued:
             queued[who].append(argv)
-        if not _same(_norm(argv, a), _norm(argv, b)):
+        if not _same(_auto_ids(_norm(argv, a), tables[0]), _auto_ids(_norm(argv, b), tables[1])):
             return "client %s: %s\n  redis: %r\n  xs:    %r" % (who, " ".join(argv), a, b)
     return None
 
@@ -140,7 +167,7 @@ class Mix:
         out = [["XADD", "s", "1-%d" % i, "f", "v%d" % i] for i in range(1, 41)]
         out += [["XADD", "t", "1-%d" % i, "f", "w%d" % i] for i in range(1, 11)]
         out += [["XGROUP", "CREATE", "s", "g", "0"], ["XGROUP", "CREATE", "s", "g2", "0"],
-                ["XGROUP", "CREATE", "t", "g", "0"]]
+                ["XGROUP", "CREATE", "t", "g", "0"], ["XGROUP", "CREATE", "u", "g", "$", "MKSTREAM"]]
         return out
 
     def _id(self):
@@ -198,6 +225,12 @@ class Mix:
         if k < 0.88:
             self.next_t += 1
             return [["XADD", "t", "1-%d" % self.next_t, "f", "x"]]
+        if k < 0.90:       # plain XADD *: a run of the other kind, across clients
+            return [["XADD", r.choice(["u", "u", "v"]), "*", "f", "a"] for _ in range(r.randint(1, 3))]
+        if k < 0.91:
+            return [r.choice([["XREADGROUP", "GROUP", "g", self._cons(), "COUNT", "2", "STREAMS", "u", "s", ">", ">"],
+                              ["XAUTOCLAIM", "u", "g", self._cons(), "0", "0-0", "COUNT", "2"],
+                              ["XREADGROUP", "GROUP", "g", self._cons(), "STREAMS", "u", "0"]])]
         if k < 0.92:
             return [["XPENDING", "s", "g"]]
         if k < 0.95:
@@ -217,7 +250,7 @@ class Mix:
         return [["MULTI"]] + body + [["EXEC"]]
 
 
-FINAL = ([["XINFO", "STREAM", s, "FULL"] for s in ("s", "t")]
+FINAL = ([["XINFO", "STREAM", s, "FULL"] for s in ("s", "t", "u")] + [["XPENDING", "u", "g", "-", "+", "1000"]]
          + [["XPENDING", "s", g, "-", "+", "1000"] for g in ("g", "g2")]
          + [["XPENDING", "t", "g", "-", "+", "1000"], ["XINFO", "GROUPS", "s"], ["XINFO", "CONSUMERS", "s", "g"]])
 
@@ -255,13 +288,23 @@ def _rounds(seed, nrounds=14, nclients=4):
     mix = Mix(seed)
     rounds = [[(1, mix.setup())]]
     pad = 0
+    watching = False
     for _ in range(nrounds):
         rnd = [(0, [["XADD", "pad", "1-%d" % (pad + i + 1), "f", "p"] for i in range(300)])]
         pad += 300
         for who in range(1, nclients):
             rnd.append((who, mix.pipeline(mix.r.randint(1, 6))))
-        if mix.r.random() < 0.4:
+        if watching:                 # EXEC after other clients' pipelines ran since WATCH
             rnd.append((nclients, mix.multi()))
+            watching = False
+        elif mix.r.random() < 0.3:
+            rnd.append((nclients, mix.multi()))
+        elif mix.r.random() < 0.3:
+            # v only gets plain XADD * runs: xs also counts a group's
+            # deliveries and acks as changes of its stream for WATCH, redis
+            # 7.0 does not (a difference outside batching, see the report)
+            rnd.append((nclients, [["WATCH", "v"]]))
+            watching = True
         rounds.append(rnd)
     rounds.append([(1, FINAL)])
     return rounds
@@ -597,8 +640,13 @@ def test_a_200k_entry_xrange_then_everyone_is_answered_and_the_blocked_reader_se
                            stderr=subprocess.PIPE, cwd=ROOT)
     out, err = cli.communicate(timeout=30)
     assert cli.returncode == 0, err
-    r = big.recv(1)[0]
-    assert len(r) == 200000 and r[0][1] == ["f", "v0"] and r[-1][1] == ["f", "v199999"]
+    data = big.buf                   # 10 MB: read raw, the test's RESP parser is slow on it
+    big.sock.settimeout(30)
+    while not data.endswith(b"$7\r\nv199999\r\n"):
+        chunk = big.sock.recv(1 << 20)
+        assert chunk, "the server closed the XRANGE connection"
+        data += chunk
+    assert data.startswith(b"*200000\r\n*2\r\n$") and data.count(b"\r\n$1\r\nf\r\n") == 200000
     served_id, o = other.recv(2)
     b = blocked.recv(1)[0]
     ids = {served_id, out.decode().strip()}
