@@ -179,7 +179,7 @@ class Mix:
     def command(self):
         r = self.r
         k = r.random()
-        count = r.choice([[], ["COUNT", "1"], ["COUNT", "2"], ["COUNT", "3"]])
+        count = r.choice([[], ["COUNT", "1"], ["COUNT", "1"], ["COUNT", "2"], ["COUNT", "2"], ["COUNT", "3"]] * 3 + [[]])
         if k < 0.30:
             return [["XREADGROUP", "GROUP", "g", self._cons()] + count
                     + (["NOACK"] if r.random() < 0.15 else []) + ["STREAMS", "s", ">"]]
@@ -188,13 +188,14 @@ class Mix:
                     + ["STREAMS", "s", r.choice(["0", self._id(), "0"])]]
         if k < 0.39:
             return [["XREADGROUP", "GROUP", "g", self._cons(), "COUNT", "2", "STREAMS", "s", "t", ">", ">"]]
-        if k < 0.41:       # BLOCK with a history ID never waits: still not in a shared run
+        if k < 0.40:       # BLOCK with a history ID never waits: still not in a shared run
             return [["XREADGROUP", "GROUP", "g", self._cons(), "BLOCK", "5", "STREAMS", "s", "0"]]
-        if k < 0.43:       # errors: the run they are in is undone and rerun one by one
-            return [r.choice([["XREADGROUP", "GROUP", "nogroup", "c1", "STREAMS", "s", ">"],
+        if k < 0.45:       # errors: the run they are in is undone and rerun one by one
+            return [["XREADGROUP", "GROUP", "g", self._cons(), "COUNT", "1", "STREAMS", "s", ">"], r.choice([["XREADGROUP", "GROUP", "nogroup", "c1", "STREAMS", "s", ">"],
                               ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "bad-id"],
                               ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "nokey", ">"],
-                              ["XACK", "s", "g", "1-1", "bad"]])]
+                              ["XACK", "s", "g", "1-1", "bad"]]),
+                    ["XACK", "s", "g", self._id(), self._id()]]
         if k < 0.60:
             return [["XACK", "s", r.choice(["g", "g", "g", "g2"])] + [self._id() for _ in range(r.randint(1, 4))]]
         if k < 0.62:
