@@ -133,33 +133,39 @@ class Txn:
             except lmdb.Error as e:
                 raise _store_error(e)
         if self._savepoints:
-            child = self._store.env.begin(write=True, parent=self._lt)
-            try:
-                p = self._parts(child)
-                result = fn(p, *args)
-                changed = p.flush()
-                child.commit()
-            except lmdb.Error as e:
-                child.abort()
-                self._tails.clear()
-                if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
-                    self._failed = e
-                raise _store_error(e)
-            except BaseException:
-                child.abort()
-                self._tails.clear()
-                raise
-        else:
-            try:
-                p = self._parts(self._lt)
-                result = fn(p, *args)
-                changed = p.flush()
-            except lmdb.Error as e:
+            return self._savepoint(fn, *args)
+        try:
+            p = self._parts(self._lt)
+            result = fn(p, *args)
+            changed = p.flush()
+        except lmdb.Error as e:
+            self._failed = e
+            raise _store_error(e)
+        except BaseException as e:
+            self._failed = e
+            raise
+        self.changed |= changed
+        return result
+
+    def _savepoint(self, fn, *args):
+        """``fn(parts, *args)`` in a child transaction: kept if it
+        returns, rolled back (with the node cache) if it raises."""
+        child = self._store.env.begin(write=True, parent=self._lt)
+        try:
+            p = self._parts(child)
+            result = fn(p, *args)
+            changed = p.flush()
+            child.commit()
+        except lmdb.Error as e:
+            child.abort()
+            self._tails.clear()
+            if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
                 self._failed = e
-                raise _store_error(e)
-            except BaseException as e:
-                self._failed = e
-                raise
+            raise _store_error(e)
+        except BaseException:
+            child.abort()
+            self._tails.clear()
+            raise
         self.changed |= changed
         return result
 
@@ -178,30 +184,17 @@ class Txn:
         or a store opened without them)."""
         if not (self.writable and self._savepoints) or self._shared is not None or self._failed is not None:
             return None
-        child = self._store.env.begin(write=True, parent=self._lt)
-        p = self._shared = self._parts(child)
+
+        def run(p):
+            self._shared = p
+            try:
+                return [call() for call in calls]
+            finally:
+                self._shared = None
         try:
-            results = [call() for call in calls]
-            changed = p.flush()
-            child.commit()
+            return self._savepoint(run)
         except RedisError:
-            child.abort()
-            self._tails.clear()
             return None
-        except lmdb.Error as e:
-            child.abort()
-            self._tails.clear()
-            if isinstance(e, (lmdb.MapFullError, lmdb.MapResizedError)):
-                self._failed = e
-            raise _store_error(e)
-        except BaseException:
-            child.abort()
-            self._tails.clear()
-            raise
-        finally:
-            self._shared = None
-        self.changed |= changed
-        return results
 
     def check_committable(self):
         """Raise Aborted if a verb failed without a savepoint."""
