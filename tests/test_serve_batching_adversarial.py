@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, XS, Resp3, run_xs, xs_json
+from conftest import ROOT, XS, Resp3, xs_json
 from test_serve import Served
 
 # ----------------------------------------------------------------- clients
@@ -179,7 +179,8 @@ class Mix:
     def command(self):
         r = self.r
         k = r.random()
-        count = r.choice([[], ["COUNT", "1"], ["COUNT", "1"], ["COUNT", "2"], ["COUNT", "2"], ["COUNT", "3"]] * 3 + [[]])
+        count = r.choice([[], ["COUNT", "1"], ["COUNT", "1"], ["COUNT", "2"], ["COUNT", "2"], ["COUNT", "3"]] * 3
+                         + [[]])         # mostly COUNT: s lasts, so the runs around errors deliver
         if k < 0.30:
             return [["XREADGROUP", "GROUP", "g", self._cons()] + count
                     + (["NOACK"] if r.random() < 0.15 else []) + ["STREAMS", "s", ">"]]
@@ -191,11 +192,12 @@ class Mix:
         if k < 0.40:       # BLOCK with a history ID never waits: still not in a shared run
             return [["XREADGROUP", "GROUP", "g", self._cons(), "BLOCK", "5", "STREAMS", "s", "0"]]
         if k < 0.45:       # errors: the run they are in is undone and rerun one by one
-            return [["XREADGROUP", "GROUP", "g", self._cons(), "COUNT", "1", "STREAMS", "s", ">"], r.choice([["XREADGROUP", "GROUP", "nogroup", "c1", "STREAMS", "s", ">"],
-                              ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "bad-id"],
-                              ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "nokey", ">"],
-                              ["XACK", "s", "g", "1-1", "bad"]]),
-                    ["XACK", "s", "g", self._id(), self._id()]]
+            before = ["XREADGROUP", "GROUP", "g", self._cons(), "COUNT", "1", "STREAMS", "s", ">"]
+            bad = r.choice([["XREADGROUP", "GROUP", "nogroup", "c1", "STREAMS", "s", ">"],
+                            ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", "bad-id"],
+                            ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "nokey", ">"],
+                            ["XACK", "s", "g", "1-1", "bad"]])
+            return [before, bad, ["XACK", "s", "g", self._id(), self._id()]]
         if k < 0.60:
             return [["XACK", "s", r.choice(["g", "g", "g", "g2"])] + [self._id() for _ in range(r.randint(1, 4))]]
         if k < 0.62:
@@ -430,7 +432,8 @@ def test_workers_pipelining_reads_and_acks_beside_cli_writers_and_multi_get_ever
             p.close()
 
     threads = [threading.Thread(target=worker, args=("w1",)), threading.Thread(target=worker, args=("w2",)),
-               threading.Thread(target=worker, args=("w3", True)), threading.Thread(target=worker, args=("w4", False, True)),
+               threading.Thread(target=worker, args=("w3", True)),             # in MULTI/EXEC
+               threading.Thread(target=worker, args=("w4", False, True)),      # with history reads
                threading.Thread(target=blocked_worker), threading.Thread(target=producer)]
     for t in threads:
         t.start()
