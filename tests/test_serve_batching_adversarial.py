@@ -677,9 +677,6 @@ t.abort()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="since e708ef9 the group commit runs in the event loop's thread: while another "
-                   "process holds LMDB's write lock the loop waits in Store.run and no client gets any answer "
-                   "(PING, INFO, CLIENT, SIGTERM); before it, only the writers waited")
 def test_ping_is_answered_while_another_process_holds_the_write_lock(srv):
     """Another process (an ``xs`` import, compaction, a stopped CLI
     writer) holds the store's write lock for 4 s; a served XADD must wait

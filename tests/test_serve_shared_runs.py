@@ -3,8 +3,6 @@ savepoint (engine._BatchRun, Txn.shared) and falls back to one savepoint
 each when one of them fails.  Whatever the mix of commands, clients and
 failures, the replies and the store must be exactly those of running
 every command on its own, one after the other."""
-import types
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -50,21 +48,17 @@ other = st.sampled_from([
 command = st.one_of(xreadgroup, xreadgroup, xack, other)
 
 
-def _engine(store):
-    eng = Engine(store)
-    eng.start(types.SimpleNamespace(call_soon=lambda fn: None))   # batches run at stop()
-    return eng
-
-
 def _run(store, jobs):
     """Run ``jobs`` (lists of argv) as ONE group commit; the replies of
-    each job, encoded in RESP3."""
-    eng = _engine(store)
+    each job, encoded in RESP3.  The jobs are queued before the engine
+    thread starts, so that it takes them all in one batch."""
+    eng = Engine(store)
     out = []
     for argvs in jobs:
         items = [item_for(a) for a in argvs]
         eng.submit(Job(items, lambda res, items=items: out.append(
             [encode(r, 3, it.array_null) for it, r in zip(items, res[0])])))
+    eng.start()
     eng.stop()
     assert eng.commits <= 1                  # one group commit (none if nothing was written)
     return out

@@ -2,11 +2,11 @@
 connection and server commands (PING, HELLO, AUTH, CLIENT, INFO, MULTI,
 ...).  Every stream and keyspace command is the CLI's command table
 (xstream_cli.commands), parsed by the same parsers and run by the same
-engine (engine.py, in the loop's thread); nothing here implements a
+engine through the engine thread (engine.py); nothing here implements a
 stream command.
 
-One event loop reads and writes every connection and, between turns,
-runs the engine's batch (group commit).  A client's commands that arrive together (a pipeline) go
+One event loop reads and writes every connection; it never touches the
+store itself.  A client's commands that arrive together (a pipeline) go
 to the engine as one job, in order; replies are written in order and
 only after the commit that made them durable.  Connections are asyncio
 Protocols: bytes received are parsed at once and a client's commands
@@ -26,7 +26,7 @@ from storage.errors import RedisError
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 from xstream_cli.reply import OK, Map, Status
 from xstream_cli.resp import NULL_ARRAY, ProtocolError, RequestParser, Verbatim, encode
-from xstream_cli.server.engine import Engine, Item, Job, item_for
+from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
 
 log = logging.getLogger("xs.serve")
 
@@ -244,7 +244,8 @@ class Server:
         from concurrent.futures import ThreadPoolExecutor
         self.loop = asyncio.get_running_loop()
         self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
-        self.engine.start(self.loop)
+        self.engine.deliver = self._deliver
+        self.engine.start()
         c = self.config
         if c.unixsocket:
             try:
@@ -293,7 +294,7 @@ class Server:
         deadline = time.monotonic() + 2
         while self.clients and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        self.engine.stop()
+        await self.loop.run_in_executor(None, self.engine.stop)
         self.pool.shutdown(wait=False)
         if self.config.unixsocket:
             try:
@@ -362,9 +363,10 @@ class Server:
         commands of the table (no MULTI, authenticated), goes to the engine
         straight from here and is answered from a callback (no task);
         anything else runs in a task (``_process``)."""
-        if c.closing or not c.writable.is_set():
-            if not c.closing:
-                c.task = self.loop.create_task(self._process(c))
+        if c.closing or self.stopping:
+            return                       # stopping: no new commands (those under way finish)
+        if not c.writable.is_set():
+            c.task = self.loop.create_task(self._process(c))
             return
         cmds = c.parser.commands()
         if not cmds:
@@ -528,6 +530,10 @@ class Server:
         fut = self.loop.create_future()
         self.engine.submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched))
         return fut
+
+    def _deliver(self, done):
+        """(engine thread) Answer a batch's jobs in one loop wake-up."""
+        self.loop.call_soon_threadsafe(answer, done)
 
     async def _block(self, c, cmd, args, w):
         """Wait for a blocked read in the blocking pool; the client going

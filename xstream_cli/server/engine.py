@@ -1,24 +1,25 @@
-"""The served store: the event loop's thread runs every command, with
-group commit; blocked reads wait in threads of their own.
+"""The served store: one engine thread runs every command, with group
+commit; blocked reads wait in threads of their own.
 
 Group commit.  Connections hand the engine ``Job``s (the commands one
-client sent together, in order).  Once the loop has taken in what
-arrived together (``submit`` schedules one ``_drain`` for the next
-turn of the loop), the engine runs every job waiting in ONE LMDB
-transaction and commits it (one fsync), then answers each job: every
-reply leaves only after the commit that made it durable.  While the
-commit syncs, requests pile up in the sockets and make the next batch,
-as Redis's ``appendfsync always`` does with its event loop.
+client sent together, in order).  The engine thread takes every job
+that is waiting, runs them all in ONE LMDB transaction and commits it
+(one fsync), then answers each job: every reply leaves only after the
+commit that made it durable.  While it commits, requests pile up and
+make the next batch.  The transaction has savepoints (storage.txn):
+each write verb is atomic on its own, so a command that fails changes
+nothing and does not affect the other commands of the batch (script
+mode's rule, xstream_cli.session).  A batch of reads only is run in a
+read transaction (no fsync).
 
-Why not a thread of its own: py-lmdb releases the GIL around every
-put, so an engine thread fought the event loop for the GIL hundreds of
-times per batch, and every job crossed a queue and a wake-up pipe
-twice.  In the loop's thread the same work costs about 15% less CPU per
-request (tests/bench_serve.py).  The transaction has savepoints
-(storage.txn): each write verb is atomic on its own, so a command that
-fails changes nothing and does not affect the other commands of the
-batch (script mode's rule, xstream_cli.session).  A batch of reads only
-is run in a read transaction (no fsync).
+Why a thread of its own, not the event loop's: a write transaction
+waits for LMDB's write lock, which any ``xs`` process may hold for as
+long as it writes (an import, a compaction, a writer stopped with
+Ctrl-Z).  In the engine thread only the commands wait; the event loop
+goes on answering PING, INFO and CLIENT, accepting connections and
+handling SIGTERM.  (In the loop's thread the work costs about 15% less
+CPU, because py-lmdb releases the GIL around every put and the two
+threads trade it; that is the price.)
 
 A MULTI ... EXEC is one job run with ``exec_``: its commands share the
 batch's transaction, so they are committed together or not at all; its
@@ -40,6 +41,7 @@ One lock (``StoreLock``) serialises the transactions of this process
 when no transaction of the process is open.
 """
 import logging
+import queue
 import threading
 from functools import partial
 
@@ -107,7 +109,8 @@ def item_for(argv):
 
 class Job:
     """Commands of one client run in order; ``done((replies, blocked))``
-    is called after the commit, in the loop's thread: ``replies`` for
+    is called after the commit (through ``Engine.deliver``, or in the
+    engine thread when there is none): ``replies`` for
     the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
     item that must wait (the items after it did not run), or None."""
     __slots__ = ("items", "done", "exec_", "watched", "write")
@@ -121,42 +124,52 @@ class Job:
 
 
 class Engine:
-    """The batches of the event loop and the blocking pool over one store."""
+    """The engine thread and the blocking pool over one store."""
 
     def __init__(self, store):
         self.raw_store = store
         self.store = StoreLock(store)
-        self._pending = []           # jobs waiting for the next batch
-        self.loop = None
+        self.jobs = queue.Queue()
         self.commands_processed = 0
         self.commits = 0
         self.blocked = 0             # clients in a blocked wait now
         self._waits = set()          # the _BlockCall's running
         self._waits_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
+        self.deliver = None          # fn([(done, result), ...]) called once per batch, or None
 
-    def start(self, loop):
-        """Run batches in ``loop`` (the event loop's thread) from now on."""
-        self.loop = loop
+    def start(self):
+        self._thread.start()
 
     def stop(self):
-        """Run the jobs still queued (their replies go out)."""
-        while self._pending:
-            self._drain()
+        """Finish the jobs queued, then end the engine thread."""
+        self.jobs.put(None)
+        self._thread.join()
 
     def submit(self, job):
-        """(loop) Queue ``job``; the batch runs once the loop has taken
-        in what arrived together with it."""
-        self._pending.append(job)
-        if len(self._pending) == 1:
-            self.loop.call_soon(self._drain)
+        self.jobs.put(job)
 
-    def _drain(self):
-        batch = self._pending[:MAX_BATCH_JOBS]
-        del self._pending[:MAX_BATCH_JOBS]
-        if self._pending:
-            self.loop.call_soon(self._drain)
-        if batch:
+    # ------------------------------------------------------------ the thread
+
+    def _loop(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            batch = [job]
+            stop = False
+            while len(batch) < MAX_BATCH_JOBS:
+                try:
+                    j = self.jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if j is None:
+                    stop = True
+                    break
+                batch.append(j)
             self._run_batch(batch)
+            if stop:
+                return
 
     def _run_batch(self, batch):
         write = any(j.write for j in batch)
@@ -174,11 +187,14 @@ class Engine:
             self.commits += 1
         for replies, blocked in results:
             self.commands_processed += len(replies or ()) + (blocked is not None)
-        for j, r in zip(batch, results):
+        done = [(j.done, r) for j, r in zip(batch, results)]
+        if self.deliver is not None:       # one wake-up of the event loop for the whole batch
             try:
-                j.done(r)
+                self.deliver(done)
             except Exception:
-                log.exception("answering a client failed")
+                log.exception("answering the clients failed")
+        else:
+            answer(done)
 
     # ------------------------------------------------------------ blocking
 
@@ -209,6 +225,15 @@ class Engine:
             calls = list(self._waits)
         for c in calls:
             c.cancel()
+
+
+def answer(done):
+    """Call each job's ``done`` with its result."""
+    for fn, result in done:
+        try:
+            fn(result)
+        except Exception:
+            log.exception("answering a client failed")
 
 
 class _BatchRun:
