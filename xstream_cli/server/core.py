@@ -192,8 +192,8 @@ class Client:
                 % (self.id, self.addr, self.laddr, self.name or "", now - self.created, now - self.last,
                    ("b" if self.call is not None else "") + ("x" if self.multi is not None else "") or "N",
                    -1 if self.multi is None else len(self.multi), len(self.watched or ()),
-                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.decode("latin-1").lower(), self.proto,
-                   self.lib_name or "", self.lib_ver or ""))
+                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.decode("latin-1").lower(),
+                   self.proto, self.lib_name or "", self.lib_ver or ""))
 
     def _out_size(self):
         try:
