@@ -51,7 +51,7 @@ _xs_spec() {
 
 _xs_pspec() {
     case $1 in
-        archive) echo 'k|--before --dry-run --fields-list --help --master --older-than --quiet --to -q|--to:- --older-than:- --before:- --master:-' ;;
+        archive) echo 'k|--before --dry-run --fields-list --help --master --older-than --quiet --shared-dir --to -q|--to:- --older-than:- --before:- --master:-' ;;
         compact) echo '-|--dry-run --help --json --quiet --wait -q|--wait:-' ;;
         completion) echo '=bash,zsh,fish|--help|' ;;
         export) echo 'k|--help --meta --output --replace --to -o|-o:f --output:f --to:-' ;;

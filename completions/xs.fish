@@ -92,7 +92,7 @@ end
 function __xs_pspec
     switch $argv[1]
         case archive
-            echo 'k|--before --dry-run --fields-list --help --master --older-than --quiet --to -q|--to:- --older-than:- --before:- --master:-'
+            echo 'k|--before --dry-run --fields-list --help --master --older-than --quiet --shared-dir --to -q|--to:- --older-than:- --before:- --master:-'
         case compact
             echo '-|--dry-run --help --json --quiet --wait -q|--wait:-'
         case completion

@@ -160,6 +160,7 @@ def scan_start(cursor):
 
 META_FORMAT = b"format"
 META_NODE_LIMITS = b"node-limits"     # "max-bytes max-entries" (storage.settings); absent: Redis's defaults
+META_STORE_ID = b"store-id"           # 32 hex digits (a random UUID), made on first need (storage.settings.identity)
 
 
 def encode_node_limits(max_bytes, max_entries):

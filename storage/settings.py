@@ -43,3 +43,19 @@ def set_(p, values):
     p.kv.put(p.kv.db(b"meta"), codec.META_NODE_LIMITS,
              codec.encode_node_limits(new["stream-node-max-bytes"], new["stream-node-max-entries"]))
     p.log.forget_node_limits()
+
+
+def identity(p, create=False):
+    """The store's identity: 32 hex digits, made at random (in the
+    transaction, with ``create``) the first time something needs to tell
+    this store from another one, such as an archive directory's manifest
+    (storage.archive).  A copy of the store's files (a backup) keeps it;
+    a store restored from a snapshot into a new directory gets its own.
+    None if it was never made and ``create`` is false."""
+    meta = p.kv.db(b"meta")
+    raw = p.kv.get(meta, codec.META_STORE_ID)
+    if raw is None and create:
+        import uuid
+        raw = uuid.uuid4().hex.encode("ascii")
+        p.kv.put(meta, codec.META_STORE_ID, raw)
+    return raw.decode("ascii") if raw is not None else None

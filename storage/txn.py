@@ -249,6 +249,13 @@ class Txn:
         """Change store settings, {name: int} checked by the caller (CONFIG SET)."""
         return self._write(settings.set_, values)
 
+    def store_id(self, create: bool = False) -> "Optional[str]":
+        """The store's identity (storage.settings.identity): made now if
+        missing and ``create`` (a write), else None when missing."""
+        if create:
+            return self._write(settings.identity, True)
+        return self._read(settings.identity, False)
+
     def configure_idmp(self, name: bytes, opts: "IdmpConfigOptions") -> None:
         """XCFGSET."""
         return self._write(streams.configure_idmp, name, opts)

@@ -1,7 +1,7 @@
 """xs archive: move old entries to Parquet with Spark, then trim them.
 
     xs archive STREAM|GLOB... --to DIR (--older-than DURATION | --before ID)
-               [--master URL] [--fields-list] [--dry-run] [-q]
+               [--master URL] [--fields-list] [--shared-dir] [--dry-run] [-q]
 
 The entries with an ID below the cut (``--before ID``: exactly the
 entries with a smaller ID; ``--older-than D``: below ``<now - D>-0``)
@@ -119,7 +119,7 @@ def _summary(res, cut, to):
     return text
 
 
-def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet):
+def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False):
     cut = _cut(older_than, before)
     if not to:
         context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
@@ -141,7 +141,8 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     progress = Progress(not quiet and sys.stderr.isatty())
     try:
         res = archive.archive(lambda: open_existing(g, write=not dry), context.db_path(g), names, cut, to,
-                              master=master, fields_list=fields_list, progress=progress, dry_run=dry)
+                              master=master, fields_list=fields_list, progress=progress, dry_run=dry,
+                              shared=shared)
     except archive.ArchiveError as e:
         progress.end()
         context.fail("archive: %s" % e)
@@ -171,10 +172,13 @@ def register(cli):
     @click.option("--master", metavar="URL", help="Spark master (default local[*]).")
     @click.option("--fields-list", is_flag=True,
                   help="Also write fields_list (every field in order, repeated names kept).")
+    @click.option("--shared-dir", "shared", is_flag=True,
+                  help="DIR may belong to another user or be writable by others (links in it are still never "
+                       "followed, and only your own manifest is obeyed).")
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.pass_obj
-    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, dry, quiet):
+    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, shared, dry, quiet):
         """Move old entries to Parquet with Spark, then trim them.
 
         \b
@@ -190,6 +194,7 @@ def register(cli):
         crontab:  30 3 * * *  xs archive 'events:*' --to /srv/archive --older-than 7d -q
         """
         try:
-            run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet)
+            run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet,
+                        shared)
         except KeyboardInterrupt:
             context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)
