@@ -66,7 +66,7 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _libc = None              # ctypes libc (False: inotify unavailable)
-_notify_names = {}        # stream name -> notification file name
+_notify_names: dict = {}        # stream name -> notification file name
 
 
 # ------------------------------------------------------------------ writers

@@ -452,7 +452,7 @@ class Entries:
             other = other.decoded()
         return self.decoded() == other
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable
 
     def decoded(self):
         """[[id_text, fields], ...]"""

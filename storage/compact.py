@@ -60,8 +60,7 @@ import time
 import lmdb
 
 from storage import codec
-from storage.store import (MAX_DBS, NeedsWriteAccess, Store, StoreError, _lstat, _store_dir, _unsafe,
-                           take_store_lock)
+from storage.store import MAX_DBS, NeedsWriteAccess, Store, StoreError, _lstat, _store_dir, _unsafe, take_store_lock
 
 TEMP_PREFIX = "data.mdb.compact-"
 POLL_S = 0.05

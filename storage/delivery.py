@@ -183,7 +183,7 @@ def claim(p, name, group, consumer, o):
     return out
 
 
-_MEMORY_LIMIT = []
+_MEMORY_LIMIT: list = []
 
 
 def transient_memory_limit():

@@ -249,8 +249,10 @@ def timeout_out_of_range():
 
 def xread_unbalanced(xreadgroup):
     if xreadgroup:
-        return RedisError("ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.")
-    return RedisError("ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.")
+        return RedisError("ERR Unbalanced 'xreadgroup' list of streams: "
+                          "for each stream key an ID or '>' must be specified.")
+    return RedisError("ERR Unbalanced 'xread' list of streams: "
+                      "for each stream key an ID, '+', or '$' must be specified.")
 
 
 def group_only_xreadgroup():

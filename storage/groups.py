@@ -9,7 +9,7 @@ re-check.
 from storage import errors, lag
 from storage.ids import MAX_ID, MIN_ID
 from storage.info import ConsumerDetail, ConsumerInfo, GroupDetail, GroupInfo, PendingRow, PendingSummary
-from storage.options import ACKED, raise_deferred
+from storage.options import raise_deferred
 from storage.pel import LLONG_MAX, shown
 from storage.refs import KEPT
 

@@ -20,7 +20,7 @@ class _Record:
     def __eq__(self, other):
         return type(other) is type(self) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable
 
 
 class IdmpInfo(_Record):

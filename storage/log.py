@@ -34,9 +34,10 @@ import gc
 from contextlib import contextmanager
 from itertools import islice
 
-from storage import codec, nodes as _nodes
-from storage.shapes import Shapes
+from storage import codec
+from storage import nodes as _nodes
 from storage.ids import MAX_ID, MIN_ID
+from storage.shapes import Shapes
 
 _ABSENT = object()
 

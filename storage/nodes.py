@@ -155,7 +155,7 @@ class Node:
     def __eq__(self, other):
         return isinstance(other, Node) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable
 
     @property
     def count(self):

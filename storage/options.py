@@ -21,7 +21,7 @@ KEEPREF, DELREF, ACKED = "keepref", "delref", "acked"
 class _Options:
     """Frozen record: subclasses list ``FIELDS`` as (name, default)."""
     __slots__ = ()
-    FIELDS = ()
+    FIELDS: tuple = ()
 
     def __init__(self, *args, **kw):
         names = [n for n, _ in self.FIELDS]

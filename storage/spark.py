@@ -137,9 +137,16 @@ sources like this one).
 import hashlib
 
 from pyspark.errors import PySparkNotImplementedError
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                    DataSourceWriter, InputPartition, SimpleDataSourceStreamReader,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    SimpleDataSourceStreamReader,
+    WriterCommitMessage,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from storage import codec, glob, ids
@@ -430,8 +437,16 @@ def _arrow_schema(binary, with_list):
     """The Arrow schema Spark expects for ``_schema(binary, with_list)``
     (pyspark's own conversion: it compares batches with it exactly)."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (ArrayType, BinaryType, LongType, MapType, StringType, StructField, StructType,
-                                   TimestampType)
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
     v = BinaryType() if binary else StringType()
     cols = [StructField("stream", StringType()), StructField("id", StringType()), StructField("ms", LongType()),
             StructField("seq", LongType()), StructField("ts", TimestampType()),

@@ -372,7 +372,8 @@ class Store:
         return "the store %s failed: %s (%s)" % (self.path, reason, lost)
 
     def _read_only_failure(self):
-        return "cannot write to store %s: %s (nothing was written)" % (self.path, self.why_read_only or "it is open read-only")
+        return "cannot write to store %s: %s (nothing was written)" % (
+            self.path, self.why_read_only or "it is open read-only")
 
     def read(self):
         """``with store.read() as tx:`` a read transaction."""

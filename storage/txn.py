@@ -55,9 +55,21 @@ if False:  # typing only (not imported at run time)
     from storage.codec import Entries
     from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo
     from storage.load import Stats
-    from storage.options import (AddOptions, AutoClaimOptions, ClaimOptions, GroupOptions, IdmpConfigOptions,
-                                 IdsOptions, NackOptions, PendingOptions, RangeOptions, ReadOptions,
-                                 SetIdOptions, StreamInfoOptions, TrimOptions)
+    from storage.options import (
+        AddOptions,
+        AutoClaimOptions,
+        ClaimOptions,
+        GroupOptions,
+        IdmpConfigOptions,
+        IdsOptions,
+        NackOptions,
+        PendingOptions,
+        RangeOptions,
+        ReadOptions,
+        SetIdOptions,
+        StreamInfoOptions,
+        TrimOptions,
+    )
     StreamID = Tuple[int, int]
     ReadResult = List[Tuple[bytes, list]]
 

@@ -17,8 +17,7 @@ the delivery (read in the same transaction).
 A delivery is one ``Delivery``; ``fields`` is None for an entry that was
 deleted from the stream while pending (nothing to hand over).
 """
-from storage.options import (AddOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions,
-                             PendingOptions, ReadOptions)
+from storage.options import AddOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions, ReadOptions
 
 STDERR_TAIL = 2048          # bytes of a command's stderr kept in a dead letter
 

@@ -200,6 +200,7 @@ def spark():
     if not os.environ.get("JAVA_HOME") and not shutil.which("java"):
         pytest.skip("no Java found (Spark needs Java 17+; set JAVA_HOME)")
     from pyspark.sql import SparkSession
+
     from storage.spark import register
     s = (SparkSession.builder.master("local[2]").appName("xs-test")
          .config("spark.ui.enabled", "false")

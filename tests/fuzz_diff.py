@@ -104,8 +104,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from conftest import ROOT, XS, Resp3  # noqa: E402  (tests/ helpers)
 from test_differential import split_args  # noqa: E402
+
+from conftest import ROOT, XS, Resp3  # noqa: E402  (tests/ helpers)
 
 MAX = 18446744073709551615
 MAX_ID = b"18446744073709551615-18446744073709551615"
@@ -914,10 +915,10 @@ def same(ref, got, loose):
         keys = set(ref) if loose else set(ref) | set(got)
         return all(k in got and k in ref and same(ref[k], got[k], loose) for k in keys)
     if isinstance(ref, list) and isinstance(got, list):
-        return type(ref) == type(got) and len(ref) == len(got) and all(same(a, b, loose) for a, b in zip(ref, got))
+        return type(ref) is type(got) and len(ref) == len(got) and all(same(a, b, loose) for a, b in zip(ref, got))
     if isinstance(ref, Time) or isinstance(got, Time):
         return ref == got
-    return ref == got and type(ref) == type(got)
+    return ref == got and type(ref) is type(got)
 
 
 def diff_leaves(ref, got, path=()):
@@ -929,7 +930,7 @@ def diff_leaves(ref, got, path=()):
                 continue                      # xs may add fields (XINFO); same() decides
             out += diff_leaves(ref[k], got.get(k, "<missing>"), path + (k,))
         return out
-    if isinstance(ref, list) and isinstance(got, list) and len(ref) == len(got) and type(ref) == type(got):
+    if isinstance(ref, list) and isinstance(got, list) and len(ref) == len(got) and type(ref) is type(got):
         out = []
         for i, (a, b) in enumerate(zip(ref, got)):
             out += diff_leaves(a, b, path + (i,))

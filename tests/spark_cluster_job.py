@@ -16,6 +16,7 @@ sys.path.insert(0, ROOT)
 def main(master, db):
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
+
     from storage.spark import register
     spark = (SparkSession.builder.master(master).appName("xs-cluster-test")
              .config("spark.ui.enabled", "false")

@@ -25,7 +25,6 @@ XS_CHAOS_CONSUMERS=8 python3 -m pytest -s tests/test_chaos.py``.
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading

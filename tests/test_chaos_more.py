@@ -459,7 +459,7 @@ def _stored(db):
         s.close()
 
 
-def test_a_disk_filling_up_under_producers_and_consumers_fails_cleanly_loses_nothing_and_recovers(small_fs):
+def test_a_disk_filling_up_under_producers_and_consumers_fails_cleanly_loses_nothing_and_recovers(small_fs):  # noqa: F811
     rng = random.Random(SEED)
     totals = {"acked": 0, "xacks": 0, "full": 0, "kills": 0}
     for rnd in range(FULL_ROUNDS):

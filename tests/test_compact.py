@@ -10,9 +10,8 @@ import subprocess
 import sys
 import time
 
-
-from tests.conftest import ROOT, XS
 from tests._helpers import stderr_on_pty  # noqa: E402
+from tests.conftest import ROOT, XS
 
 ENV = dict(os.environ, XS_NO_PROGRESS="1")
 

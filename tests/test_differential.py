@@ -37,7 +37,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -236,7 +235,7 @@ def same(ref, got, loose_maps):
         return all(k in got and k in ref and same(ref[k], got[k], loose_maps) for k in keys)
     if isinstance(ref, list) and isinstance(got, list):
         return len(ref) == len(got) and all(same(a, b, loose_maps) for a, b in zip(ref, got))
-    return ref == got and type(ref) == type(got)
+    return ref == got and type(ref) is type(got)
 
 
 # ------------------------------------------------------------------- runners

@@ -3,8 +3,7 @@ consumers), SCAN iteration compared as sets, and the invariants of
 approximate trimming (`~`), which may legitimately differ from Redis on
 streams larger than 100 entries."""
 import pytest
-
-from test_differential import (compare, redis_cli_text, split_args, text_norm, xs_json, xs_run)
+from test_differential import compare, redis_cli_text, split_args, text_norm, xs_json, xs_run
 
 
 def adds(key, n, start=1, fields="f v"):

@@ -20,9 +20,8 @@ that can no longer see a difference fails loudly instead of passing.
 import os
 import shutil
 
-import pytest
-
 import fuzz_diff as F
+import pytest
 
 SEQUENCES = int(os.environ.get("XS_FUZZ_SEQUENCES", "200"))
 SEED = os.environ.get("XS_FUZZ_SEED", "20240601")

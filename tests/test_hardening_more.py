@@ -112,6 +112,7 @@ def _script(db, source, limit, monkeypatch, mode="raw"):
     the file descriptor ``source`` (a pipe or a file); returns (status,
     output bytes, peak traced memory)."""
     import io
+
     from xstream_cli import session
     monkeypatch.setattr(session, "MAX_LINE_BYTES", limit)
     s = session.Session(str(db), mode)

@@ -16,7 +16,6 @@ import time
 import pytest
 
 from conftest import ROOT, XS, run_xs
-
 from xstream_cli import help as xhelp
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 

@@ -298,7 +298,6 @@ def test_every_write_path_keeps_the_node_table_whole(store):
     """XADD one by one, bulk appends (nodes made later, on first need),
     XDEL, exact and approximate trims, in random order, checked against
     the invariant and against nodes.build for what was never deleted."""
-    from storage import codec
     from storage.options import KEEPREF, TrimOptions
     from storage.parts import Parts
     from storage.trim import trim
@@ -350,7 +349,6 @@ def test_every_write_path_keeps_the_node_table_whole(store):
 
 
 def test_bulk_appends_make_the_same_nodes_as_single_ones(store):
-    from storage import codec
     from storage.parts import Parts
     items = [((5, k), [b"f", b"v" * (k * 37 % 700)]) for k in range(700)]
     lt = store.env.begin(write=True)
@@ -371,8 +369,7 @@ def test_a_rolled_back_verb_leaves_no_trace_in_the_cached_last_node(store, monke
     that fails after filling it (here: its trimming raises) is rolled
     back, and so is the cache."""
     import storage.trim
-    from storage import codec
-    from storage.options import AddOptions, KEEPREF, TrimOptions
+    from storage.options import KEEPREF, AddOptions, TrimOptions
     from storage.parts import Parts
     with store.write() as tx:
         for k in range(1, 61):
@@ -402,7 +399,7 @@ def test_extend_makes_the_same_nodes_as_adding_one_by_one():
     sizes) against ``add``, over random IDs,
     field names, integer-like and long values and node sizes."""
     import copy
-    from storage import codec
+
     rng = random.Random(11)
     for trial in range(300):
         mb, me = rng.choice([0, 60, 200, 4096]), rng.choice([0, 1, 2, 10, 100])
@@ -430,6 +427,7 @@ def test_a_bulk_ingest_leaves_its_nodes_made_not_to_the_next_write(tmp_path):
     next other write, which then built it for the whole ingest in one
     transaction (three minutes after 9M entries, holding the write lock)."""
     import lmdb
+
     from storage import codec
     db = tmp_path / "db"
     p = run_xs(db, ["XADD s * user u%d action click" % (i % 97) for i in range(3000)], mode="raw")

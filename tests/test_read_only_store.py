@@ -163,7 +163,9 @@ def _other_user_python():
     if not IS_ROOT or not shutil.which("setpriv"):
         return None
     prefix = ["setpriv", "--reuid=%d" % OTHER, "--regid=%d" % OTHER, "--clear-groups"]
-    import lmdb, click, msgpack          # noqa: E401  where the dependencies are
+    import click
+    import lmdb  # noqa: E401  where the dependencies are
+    import msgpack
     paths = os.pathsep.join([ROOT] + sorted({os.path.dirname(os.path.dirname(m.__file__))
                                              for m in (lmdb, click, msgpack)}))
     env = {"PYTHONPATH": paths, "HOME": "/tmp"}

@@ -152,7 +152,7 @@ def test_restore_keeps_nack_order_and_claims_them_first(tmp_path):
 
 
 def test_save_selected_streams_only(tmp_path):
-    src = build(tmp_path / "src")
+    build(tmp_path / "src")
     snap = tmp_path / "x.snap"
     assert invoke(["--db", str(tmp_path / "src"), "save", "--stream", "s", "--stream", "empty",
                    str(snap)]).exit_code == 0

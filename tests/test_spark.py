@@ -11,7 +11,6 @@ from conftest import run_xs, xs_json  # noqa: E402
 from storage.ids import U64  # noqa: E402
 from storage.spark import split_range  # noqa: E402
 
-
 xs = xs_json
 
 

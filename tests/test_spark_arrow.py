@@ -176,6 +176,7 @@ def store_entries(draw):
 @given(store_entries(), st.integers(1, 7), st.integers(1, 9), st.booleans())
 def test_a_partition_read_from_a_store_equals_the_record_based_batches(entries, chunk, rows, with_list):
     import pyarrow as pa
+
     from storage.store import Store
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "db")

@@ -17,7 +17,8 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from conftest import ROOT, spark_env, xs_json as xs  # noqa: E402
+from conftest import ROOT, spark_env  # noqa: E402
+from conftest import xs_json as xs  # noqa: E402
 
 
 def free_port():

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from conftest import xs_json as xs  # noqa: E402
 from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
+
+from conftest import xs_json as xs  # noqa: E402
 
 
 def stream_df(spark, db, stream, **opts):
@@ -127,6 +128,7 @@ def test_sink_writes_nothing_twice_when_spark_replays_a_micro_batch(spark, tmp_p
 
 def test_the_sink_task_is_idempotent_per_batch_and_partition(tmp_path):
     from pyspark.sql.types import MapType, StringType, StructField, StructType
+
     from storage.spark import XStreamStreamWriter
     db = tmp_path / "db"
     schema = StructType([StructField("fields", MapType(StringType(), StringType()))])
@@ -176,6 +178,7 @@ def test_commit_moves_the_group_to_the_offset_and_lag_to_0(tmp_path):
 ])
 def test_bad_streaming_options_give_a_clear_error(tmp_path, opts, text):
     from pyspark.sql.datasource import CaseInsensitiveDict
+
     from storage.spark import XStreamDataSource
     ds = XStreamDataSource(CaseInsensitiveDict({"path": str(tmp_path / "db"), "stream": "s", **opts}))
     with pytest.raises(ValueError) as e:
@@ -186,6 +189,7 @@ def test_bad_streaming_options_give_a_clear_error(tmp_path, opts, text):
 def test_the_sink_needs_a_producer_or_a_checkpoint(tmp_path):
     from pyspark.sql.datasource import CaseInsensitiveDict
     from pyspark.sql.types import MapType, StringType, StructField, StructType
+
     from storage.spark import XStreamStreamWriter
     schema = StructType([StructField("fields", MapType(StringType(), StringType()))])
 

@@ -597,7 +597,8 @@ def test_xidmprecord_keeps_idmp_maxsize(store, clock):
 
 # ====================================================== bounded range reads
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
@@ -608,8 +609,8 @@ def test_bounded_xrange_returns_exactly_the_entries_a_full_scan_would(tmp_path_f
     """XRANGE/XREVRANGE with bounds and COUNT read the cursor in growing
     chunks (storage.kv.values_between): the chunk edges must not lose,
     repeat or overrun an entry."""
-    from storage.store import Store
     from storage.options import IdsOptions, RangeOptions
+    from storage.store import Store
     d = tmp_path_factory.mktemp("range")
     s = Store(str(d / "st"), durable=False)
     try:

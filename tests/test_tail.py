@@ -1,16 +1,15 @@
 """xs tail: last entries, following (-f), groups, output formats, and
 quiet endings (Ctrl-C, closed pipes)."""
 import json
-import os
 import signal
 import subprocess
 import time
 
 import pytest
 from click.testing import CliRunner
+from test_blocking import TIMEOUT, wait_blocked
 
 from conftest import ROOT, XS, run_xs
-from test_blocking import TIMEOUT, wait_blocked
 
 
 @pytest.fixture

@@ -597,9 +597,9 @@ def _break(it, first, avail):
     first ``first`` columns wide, the rest ``avail``), at a space when
     there is one late enough in a piece."""
     if len(it) == 2:
-        text, name_len = _strip(it[0]), 0
+        text = _strip(it[0])
     else:
-        text, name_len = it[0] + "=" + it[1], len(it[0])
+        text = it[0] + "=" + it[1]
     pieces = []
     cur = []
     used = 0

@@ -71,9 +71,9 @@ def _help(words):
 
 def handle(s, line, out):
     """Run one typed line.  Returns False when the prompt should end."""
-    from xstream_cli.splitargs import SplitError, split_line
     from storage.store import StoreError
     from storage.txn import StoreFailure
+    from xstream_cli.splitargs import SplitError, split_line
     try:
         argv = split_line(os.fsencode(line))
     except SplitError:
@@ -244,7 +244,7 @@ def complete_words(words, current, names):
         placeholder = positional[len(args)]
     cands = []
     enc = _unword
-    from xstream_cli.pretty import token as dec   # a name as typed: bare, or quoted with escapes
+    from xstream_cli.pretty import token as dec  # a name as typed: bare, or quoted with escapes
     key = enc(args[0]) if positional[:1] == ["key"] and args else None
     if placeholder in ("key", "newkey"):
         cands = [dec(n) for n in names.stream_names()]

@@ -5,8 +5,7 @@ store; ``<cmd>(tx, *args)`` makes the call and returns the reply value.
 """
 from storage import errors
 from storage.ids import MAX_ID, fmt, parse_id, parse_range_id
-from storage.options import (AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions,
-                             PendingOptions)
+from storage.options import AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions
 from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.commands.streams import _ids, parse_ids_block, parse_read, read_reply
 from xstream_cli.reply import OK, Status

@@ -10,8 +10,19 @@ is deferred into the options (storage.options).
 """
 from storage import errors
 from storage.ids import MAX_ID, fmt, parse_add_id, parse_id, parse_range_id
-from storage.options import (ACKED, DELREF, KEEPREF, AddOptions, IdmpConfigOptions, IdsOptions, RangeOptions,
-                             ReadOptions, SetIdOptions, StreamInfoOptions, TrimOptions)
+from storage.options import (
+    ACKED,
+    DELREF,
+    KEEPREF,
+    AddOptions,
+    IdmpConfigOptions,
+    IdsOptions,
+    RangeOptions,
+    ReadOptions,
+    SetIdOptions,
+    StreamInfoOptions,
+    TrimOptions,
+)
 from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.reply import OK, Map, Status
 

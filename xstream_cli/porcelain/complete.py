@@ -332,7 +332,7 @@ def bash_script(model):
           '        g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;',
           '        c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;',
           '        f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;',
-          "        x) unset IFS; COMPREPLY=($(compgen -W '%s %s' -- \"$cur\")) ;;" % (" ".join(redis), " ".join(porcelain)),
+          "        x) unset IFS; COMPREPLY=($(compgen -W '%s %s' -- \"$cur\")) ;;" % (" ".join(redis), " ".join(porcelain)),  # noqa: E501
           '        =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;',
           "    esac",
           "}",
@@ -395,7 +395,7 @@ def bash_script(model):
           '    local pos=$(( COMP_CWORD - base )) slot="" j e k v stream="" group=""',
           '    # the stream named after STREAMS, anywhere on the line (XREADGROUP GROUP <TAB> ... STREAMS s)',
           '    for (( j = base + 1; j + 1 < ${#COMP_WORDS[@]}; j++ )); do',
-          '        if (( j + 1 != COMP_CWORD )) && [[ ${COMP_WORDS[j]^^} == STREAMS ]]; then stream=${COMP_WORDS[j+1]}; break; fi',
+          '        if (( j + 1 != COMP_CWORD )) && [[ ${COMP_WORDS[j]^^} == STREAMS ]]; then stream=${COMP_WORDS[j+1]}; break; fi',  # noqa: E501
           '    done',
           '    for (( j = base + 1; j < COMP_CWORD; j++ )); do',
           '        if [[ ${COMP_WORDS[j]^^} == STREAMS && " ${sl[*]} " == *" S "* ]]; then slot=S; fi',
@@ -405,7 +405,7 @@ def bash_script(model):
           '        for e in "${ks[@]}"; do',
           '            k=${e%%:*}; v=${e#*:}',
           '            if (( COMP_CWORD - 1 > base )) && [[ ${prev^^} == "$k" ]]; then slot=${v%%:*}',
-          '            elif (( COMP_CWORD - 2 > base )) && [[ ${COMP_WORDS[COMP_CWORD-2]^^} == "$k" && $v == *:* ]]; then',
+          '            elif (( COMP_CWORD - 2 > base )) && [[ ${COMP_WORDS[COMP_CWORD-2]^^} == "$k" && $v == *:* ]]; then',  # noqa: E501
           '                slot=${v#*:}; group=$prev',
           '            fi',
           '        done',
@@ -732,7 +732,7 @@ def fish_script(model):
           "            set -l kv (string split ':' -- $e)",
           "            if test $n -gt $base; and string match -qi -- $kv[1] \"$words[$n]\"",
           "                set slot $kv[2]",
-          "            else if test $n -gt (math $base + 1); and set -q kv[3]; and string match -qi -- $kv[1] \"$pprev\"",
+          "            else if test $n -gt (math $base + 1); and set -q kv[3]; and string match -qi -- $kv[1] \"$pprev\"",  # noqa: E501
           "                set slot $kv[3]",
           "                set group $words[$n]",
           "            end",

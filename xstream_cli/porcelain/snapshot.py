@@ -15,7 +15,6 @@ import click
 
 from xstream_cli import context
 
-
 # ---------------------------------------------------------------- helpers
 
 def _store(ctx):
@@ -58,8 +57,14 @@ class _Progress:
         self.tasks = {}
         if sys.stderr.isatty() and not os.environ.get("XS_NO_PROGRESS"):
             from rich.console import Console
-            from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
             self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                 _count_column(unit), TimeElapsedColumn(), TimeRemainingColumn(),
                                 console=Console(stderr=True), transient=True)
@@ -204,7 +209,8 @@ def save(ctx, file, streams):
     idempotency state, in xs's checksummed binary format (see
     docs/snapshot-format.md).  FILE is written to a temporary file and
     renamed into place."""
-    from storage.snapshot import SnapshotError, save as save_, save_to_path
+    from storage.snapshot import SnapshotError, save_to_path
+    from storage.snapshot import save as save_
     store = _store(ctx)
     if file == "-" and sys.stdout.isatty():
         _fail("refusing to write a binary snapshot to a terminal (redirect stdout or give a FILE)")
@@ -233,7 +239,8 @@ def restore(ctx, file, replace, check):
     before anything changes, then applied in one transaction: a refused
     or interrupted restore leaves the store as it was.  A stream that
     already exists is refused unless --replace."""
-    from storage.snapshot import SnapshotError, restore as restore_, verify
+    from storage.snapshot import SnapshotError, verify
+    from storage.snapshot import restore as restore_
     tmp = None
     try:
         if file == "-":
@@ -273,8 +280,8 @@ def export(ctx, streams, output, meta, to_url, replace):
     written as {"b64": "..."}.  --meta adds lines for everything else
     (see docs/snapshot-format.md)."""
     from storage.exchange import ExchangeError, export_jsonl
-    from xstream_cli.bridge import to_redis
     from storage.snapshot import SnapshotError
+    from xstream_cli.bridge import to_redis
     store = _store(ctx)
     try:
         if to_url:

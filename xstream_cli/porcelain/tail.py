@@ -65,7 +65,7 @@ from storage.ids import MAX_ID, MIN_ID
 from storage.options import IdsOptions, RangeOptions, ReadOptions
 from xstream_cli import context
 from xstream_cli.render import escape_text as _escaped
-from xstream_cli.render import terminal_text as _text   # one owner of terminal escaping
+from xstream_cli.render import terminal_text as _text  # one owner of terminal escaping
 
 BATCH = 1000                   # entries per read transaction while following
 _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")

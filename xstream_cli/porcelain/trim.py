@@ -51,14 +51,20 @@ mails only failures (on stderr, exit 1).  --json: one JSON object,
 "idle_ms"}]}]}.
 """
 import os
-import sys
 import time
 
 import click
 
 from xstream_cli import context
-from xstream_cli.porcelain.ls import (emit_json, fail_missing, json_text, open_existing, parse_duration,
-                                      select_streams, show)
+from xstream_cli.porcelain.ls import (
+    emit_json,
+    fail_missing,
+    json_text,
+    open_existing,
+    parse_duration,
+    select_streams,
+    show,
+)
 
 BATCH = 10000            # entries per write transaction (Redis's default LIMIT for ~)
 

@@ -953,7 +953,7 @@ _CONN_INFO = {  # name -> (arity, flags, first key, last key, step)
     "hello": (-1, ["noscript", "loading", "fast", "no_auth"], 0, 0, 0), "auth": (-2, ["fast", "no_auth"], 0, 0, 0),
     "client": (-2, [], 0, 0, 0), "quit": (-1, ["fast", "no_auth"], 0, 0, 0), "reset": (1, ["fast", "no_auth"], 0, 0, 0),
     "info": (-1, ["loading"], 0, 0, 0), "command": (-1, ["loading"], 0, 0, 0), "config": (-2, [], 0, 0, 0),
-    "flushdb": (-1, ["write"], 0, 0, 0), "flushall": (-1, ["write"], 0, 0, 0), "dbsize": (1, ["readonly", "fast"], 0, 0, 0),
+    "flushdb": (-1, ["write"], 0, 0, 0), "flushall": (-1, ["write"], 0, 0, 0), "dbsize": (1, ["readonly", "fast"], 0, 0, 0),  # noqa: E501
     "multi": (1, ["fast", "loading"], 0, 0, 0), "exec": (1, ["loading", "skip_slowlog"], 0, 0, 0),
     "discard": (1, ["fast", "loading"], 0, 0, 0), "watch": (-2, ["fast", "loading"], 1, -1, 1),
     "unwatch": (1, ["fast", "loading"], 0, 0, 0), "time": (1, ["loading", "fast"], 0, 0, 0),
