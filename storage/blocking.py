@@ -1,7 +1,7 @@
 """Waiting for streams to change (XREAD / XREADGROUP ... BLOCK, xs tail -f).
 
 Writers bump a per-stream change counter in the same transaction as the
-change (storage.stream_records) and, after the commit, call ``notify(store, names)``.
+change (storage.parts.stream_table) and, after the commit, call ``notify(store, names)``.
 Readers wait on per-stream notification files and re-check in a fresh
 transaction when woken.
 
@@ -46,10 +46,11 @@ re-checks after arming (``Session.block`` does) never misses one.
 import os
 import time
 
+from storage.files import NOTIFY_DIR  # inside the store directory
+
 POLL_S = 0.005            # fallback poll interval (no inotify): the first one ...
 POLL_MAX_S = 0.1          # ... doubled while nothing changes, up to this
 MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of several
-NOTIFY_DIR = "notify"     # inside the store directory
 
 # inotify(7) constants
 _IN_MODIFY = 0x2
@@ -121,7 +122,7 @@ def _notify_dir(store):
     """The store's notification directory (made if missing), open: the
     caller closes it.  Raises StoreFailure for a link or another user's
     directory, OSError otherwise."""
-    from storage.store import UnsafeEntry, open_private_dir
+    from storage.files import UnsafeEntry, open_private_dir
     if store.dir_fd is None:
         raise OSError("the store is closed")
     try:
@@ -309,7 +310,7 @@ class Waiter:
     def _watch(self):
         """Make the streams' notification files (private, no link
         followed) and watch them."""
-        from storage.store import UnsafeEntry, make_private_file
+        from storage.files import UnsafeEntry, make_private_file
         d = _notify_dir(self.store)
         try:
             names = [notify_name(k) for k in self.keys]
@@ -439,7 +440,7 @@ class Queue:
     (StoreFailure)."""
 
     def __init__(self, store, key, group):
-        from storage.store import UnsafeEntry, make_private_file, open_private_dir
+        from storage.files import UnsafeEntry, make_private_file, open_private_dir
         self.fd = None             # the queue directory
         self.name = None           # our ticket
         try:

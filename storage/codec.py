@@ -18,7 +18,7 @@ used for data):
   idmp      sid + pid key + ...              idempotent-producer history
   nodes     sid + ms + seq -> node record    the stream's listpack nodes as
                                              Redis would have them, by master
-                                             ID (storage.nodes)
+                                             ID (storage.parts.nodes)
   meta      name -> value                    format version, counters,
                                              per-stream change counters
 
@@ -159,20 +159,19 @@ def scan_start(cursor):
 # ==================================================================== meta
 
 META_FORMAT = b"format"
-META_NODE_LIMITS = b"node-limits"     # "max-bytes max-entries" (storage.settings); absent: Redis's defaults
-META_STORE_ID = b"store-id"           # 32 hex digits (a random UUID), made on first need (storage.settings.identity)
+META_NODE_LIMITS = b"node-limits"     # "max-bytes max-entries" (storage.verbs.settings); absent: Redis's defaults
+META_STORE_ID = b"store-id"           # 32 hex digits, made on first need (verbs.settings.identity)
 
 
 def encode_node_limits(max_bytes, max_entries):
     return b"%d %d" % (max_bytes, max_entries)
 
 
-def decode_node_limits(raw):
+def decode_node_limits(raw, defaults):
     """(stream-node-max-bytes, stream-node-max-entries) stored as ``raw``
-    (None: Redis's defaults)."""
+    (None: ``defaults``, Redis's, which storage.parts.nodes owns)."""
     if raw is None:
-        from storage.nodes import MAX_BYTES, MAX_ENTRIES
-        return MAX_BYTES, MAX_ENTRIES
+        return defaults
     b, e = raw.split()
     return int(b), int(e)
 COUNTER_SID, COUNTER_GID, COUNTER_CID, COUNTER_NACK = b"next-sid", b"next-gid", b"next-cid", b"next-nack"
@@ -488,7 +487,7 @@ class Entries:
 
 
 # =================================================================== nodes
-# A stream's listpack nodes (storage.nodes.Node), keyed like entries by
+# A stream's listpack nodes (storage.parts.nodes.Node), keyed like entries by
 # the node's master ID; the record is the fixed part (live, deleted, body
 # bytes, last ID) followed by the master field names as a msgpack array.
 

@@ -9,11 +9,11 @@ A format change needs: a new ``codec.FORMAT_VERSION``, the old layout's
 decoders kept in codec (``decode_v1`` and the like), a step here from
 the previous version, and a fixture store written by the previous
 version (tests/fixtures/) that must open, read back identically and
-take writes (tests/test_format.py).  Adding a field to a record needs
+take writes (tests/engine/test_format.py).  Adding a field to a record needs
 none of this: records decode with a default for a field they lack.
 """
 from storage import codec
-from storage.kv import KV
+from storage.parts.kv import KV
 
 
 def _v1_to_v2(kv):
@@ -37,12 +37,12 @@ def _v1_to_v2(kv):
 
 
 def _v2_to_v3(kv):
-    """Format 2 -> 3: the ``nodes`` database (storage.nodes).  A format-2
+    """Format 2 -> 3: the ``nodes`` database (storage.parts.nodes).  A format-2
     store did not record where Redis's listpack nodes would begin, nor
     what was deleted from them, so every stream is assumed to have been
     added in ID order with Redis's default node sizes and nothing deleted
     since: each stream record gets ``nodes-from`` = its first entry, and
-    storage.log builds those nodes from the entries when a verb first
+    storage.parts.log builds those nodes from the entries when a verb first
     needs them (as after a bulk ingest).  For a stream that did see XDEL
     or trimming, the nodes then hold the same live entries but fewer
     deleted ones than Redis's would, so approximate trimming of that old
@@ -59,11 +59,11 @@ def _v2_to_v3(kv):
 
 def _v3_to_v4(kv):
     """Format 3 -> 4: every entry moves from ``entries`` to ``log``, under
-    its shorter key and in its compact form (storage.log interns the
+    its shorter key and in its compact form (storage.parts.log interns the
     stream's field sets as it appends, as for new entries), and
     ``entries`` is dropped.  The stream records (length, nodes) stay as
     they are: the entries are the same."""
-    from storage.log import EntryLog
+    from storage.parts.log import EntryLog
     keys, entries = kv.db(b"keys"), kv.db(b"entries")
     log = EntryLog(kv)
     for _, v in kv.iter_prefix(keys, b""):

@@ -41,7 +41,7 @@ class _VerbModule:
         self._name = name
 
     def __getattr__(self, attr):
-        module = __import__("storage." + self._name, fromlist=["_"])
+        module = __import__("storage.verbs." + self._name, fromlist=["_"])
         globals()[self._name] = module       # later calls go straight to it
         return getattr(module, attr)
 
@@ -54,7 +54,6 @@ if False:  # typing only (not imported at run time)
 
     from storage.codec import Entries
     from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo
-    from storage.load import Stats
     from storage.options import (
         AddOptions,
         AutoClaimOptions,
@@ -70,6 +69,7 @@ if False:  # typing only (not imported at run time)
         StreamInfoOptions,
         TrimOptions,
     )
+    from storage.verbs.load import Stats
     StreamID = Tuple[int, int]
     ReadResult = List[Tuple[bytes, list]]
 
@@ -107,7 +107,7 @@ class Txn:
         self._savepoints = savepoints
         self._failed = None          # the error that poisoned this transaction
         self.changed = set()         # streams changed by committed verbs
-        self._tails = {}             # last listpack node per stream (storage.log), kept
+        self._tails = {}             # last listpack node per stream (storage.parts.log), kept
                                      # across verbs; cleared when a verb is rolled back
         self._shared = None          # the Parts of a ``shared`` run in progress
 
@@ -254,7 +254,7 @@ class Txn:
         return self._write(streams.record_idmp, name, pid, iid, opts)
 
     def settings(self) -> "dict":
-        """The store's settings, {name: int} (storage.settings; CONFIG GET)."""
+        """The store's settings, {name: int} (storage.verbs.settings; CONFIG GET)."""
         return self._read(settings.get)
 
     def configure(self, values: "dict") -> None:
@@ -262,7 +262,7 @@ class Txn:
         return self._write(settings.set_, values)
 
     def store_id(self, create: bool = False) -> "Optional[str]":
-        """The store's identity (storage.settings.identity): made now if
+        """The store's identity (storage.verbs.settings.identity): made now if
         missing and ``create`` (a write), else None when missing."""
         if create:
             return self._write(settings.identity, True)
@@ -396,16 +396,16 @@ class Txn:
         return self._read(_change_counters, names)
 
     def dump(self, name: bytes, batched: bool = False) -> "Iterator[tuple]":
-        """Everything stream ``name`` holds, as storage.dump records
+        """Everything stream ``name`` holds, as storage.verbs.dump records
         (consume within the transaction); ``batched``: entries come as
         ("entries", [(id, record), ...]) records of up to 1000 (records:
         storage.codec.encode_entry)."""
-        from storage.dump import stream_records
+        from storage.verbs.dump import stream_records
         return self._read(stream_records, name, batched)
 
     def load(self, records: "Iterable[tuple]", replace: bool = False) -> "Stats":
-        """Put saved state back (storage.load): all or nothing."""
-        from storage.load import load
+        """Put saved state back (storage.verbs.load): all or nothing."""
+        from storage.verbs.load import load
         return self._write(load, records, replace)
 
 

@@ -25,6 +25,8 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:            # tests import each other's helpers as tests.<tier>.<module>
+    sys.path.insert(0, ROOT)
 XS = [sys.executable, "-m", "xstream_cli"]
 
 
@@ -213,3 +215,15 @@ def spark():
     register(s)
     yield s
     s.stop()
+
+
+TIERS = ("unit", "engine", "cli", "serve", "compat", "system", "spark")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test is marked with its tier, the folder it is in (tests/unit,
+    tests/engine, ...): ``pytest -m "unit or engine"`` is the inner loop."""
+    for item in items:
+        parts = os.path.relpath(str(item.fspath), ROOT).split(os.sep)
+        if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[1]))

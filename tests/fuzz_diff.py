@@ -12,10 +12,10 @@ Run it:
 It starts its own redis-server (7.0 from Debian is fine) on a free
 loopback port and drives xs as users do: `xs --json` in script mode, one
 process and one fresh store per sequence.  In pytest,
-tests/test_fuzz_differential.py runs a bounded number of sequences with a
+tests/compat/test_fuzz_differential.py runs a bounded number of sequences with a
 fixed seed (XS_FUZZ_SEQUENCES, XS_FUZZ_SEED and XS_FUZZ_RAW_SAMPLE change
 that: `XS_FUZZ_SEQUENCES=10000 python -m pytest
-tests/test_fuzz_differential.py` is the long run).
+tests/compat/test_fuzz_differential.py` is the long run).
 
 What a sequence is
 ------------------
@@ -101,12 +101,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from test_differential import split_args  # noqa: E402
+for _p in (HERE, os.path.dirname(HERE)):        # tests/ (conftest) and the repository (tests.compat)
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
 from conftest import ROOT, XS, Resp3  # noqa: E402  (tests/ helpers)
+from tests.compat.test_differential import split_args  # noqa: E402
 
 MAX = 18446744073709551615
 MAX_ID = b"18446744073709551615-18446744073709551615"
@@ -1277,7 +1277,7 @@ def _consumer_listing(c):
 
 OPEN_DIVERGENCES = [
     # none: approx_trim_by_nodes (issue 10) was fixed by tracking Redis's
-    # listpack nodes (storage/nodes.py, tests/test_nodes.py)
+    # listpack nodes (storage/parts/nodes.py, tests/engine/test_nodes.py)
 ]
 
 ALL_KNOWN = INTENDED_DIFFERENCES + OPEN_DIVERGENCES

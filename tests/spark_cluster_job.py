@@ -1,4 +1,4 @@
-"""A batch job for the standalone-cluster test (tests/test_spark_cluster.py):
+"""A batch job for the standalone-cluster test (tests/spark/test_spark_cluster.py):
 run as ``python tests/spark_cluster_job.py MASTER_URL STORE``; reads every
 ``ev:*`` stream with executor reads and with a driver-side read, writes
 per-user counts back to the stream ``counts``, reads the store by a path

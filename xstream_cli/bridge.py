@@ -1,16 +1,16 @@
 """The Redis bridge: ``xs export --to redis://...`` and ``xs import --from
 redis://...``.  A network client, so it lives in the command-line layer;
-it reads the store through storage.dump records and writes it through
-the engine's load path (storage.exchange.Importer).  Needs the
+it reads the store through storage.verbs.dump records and writes it through
+the engine's load path (storage.ops.exchange.Importer).  Needs the
 ``bridge`` extra (redis-py).
 """
 import time
 
 from storage import codec
-from storage.exchange import ExchangeError, Importer, enc, id_parse
 from storage.ids import fmt
-from storage.load import Stats
+from storage.ops.exchange import ExchangeError, Importer, enc, id_parse
 from storage.options import RangeOptions
+from storage.verbs.load import Stats
 
 
 def _client(url):

@@ -214,30 +214,6 @@ def open_store(g, readonly=False, create=True):
     return store
 
 
-def open_session(g, mode, reads_only=False):
-    """A Session (storage + output mode) on the store ``g`` names, opened
-    now so that a bad store fails before any input is read.
-
-    ``reads_only`` (a command that only reads): the store is opened
-    read-only if it can be, so the open does not queue behind a running
-    writer (opening for writing takes LMDB's write lock once, to create
-    or check the databases); a store that is missing or must be upgraded
-    is opened for writing as usual."""
-    from xstream_cli.session import Session
-    s = Session(db_path(g), mode, g.durable)
-    if reads_only:
-        from storage.store import NeedsWriteAccess, StoreError
-        try:
-            s.store = store_at(db_path(g), g.durable, readonly=True, create=False)
-            return s
-        except NeedsWriteAccess:
-            pass                      # missing or older: the usual open makes or upgrades it
-        except StoreError as e:
-            fail(str(e))              # refused (a link, another user's): never retried
-    s.store = open_store(g)
-    return s
-
-
 def write_out(data):
     """Write to stdout, quietly ending on a closed pipe."""
     try:

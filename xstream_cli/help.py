@@ -21,7 +21,7 @@ import re
 REDIS_DOCS_URL = "https://redis.io/docs/latest/commands/%s/"
 
 # (family, man page, title, blurb, Redis command names) -- every command of
-# the command table is in exactly one family (tests/test_help.py checks)
+# the command table is in exactly one family (tests/cli/test_help.py checks)
 FAMILIES = [
     ("stream", "streams", "stream commands",
      "Adding, reading, trimming and inspecting streams.",

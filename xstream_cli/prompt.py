@@ -309,7 +309,8 @@ def _prompt_text(s):
 
 def run(g):
     """The prompt on the store ``g`` names, until Ctrl-D / quit / exit."""
-    s = context.open_session(g, context.resolve_mode(g.mode))
+    from xstream_cli.session import open_session
+    s = open_session(g, context.resolve_mode(g.mode))
     if os.environ.get("TERM", "") != "dumb" and sys.stdout.isatty():
         try:
             ps = _toolkit_session(s)

@@ -34,7 +34,8 @@ def run_one(g, argv):
     except RedisError as e:
         _error(mode, e, argv)
         return EXIT_ERROR
-    s = context.open_session(g, mode, reads_only=_reads_only(argv))
+    from xstream_cli.session import open_session
+    s = open_session(g, mode, reads_only=_reads_only(argv))
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
@@ -141,7 +142,8 @@ def _help_request(argv):
 def run_script(g):
     """Script mode: one command per line on stdin."""
     from storage.txn import StoreFailure
-    s = context.open_session(g, context.resolve_mode(g.mode))
+    from xstream_cli.session import open_session
+    s = open_session(g, context.resolve_mode(g.mode))
     try:
         return s.run_script(0, sys.stdout.buffer)
     except BrokenPipeError:

@@ -560,3 +560,27 @@ def _repeat_count(word):
         return 0
     return int(d or b"0")
 _FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}
+
+
+def open_session(g, mode, reads_only=False):
+    """A Session (storage + output mode) on the store ``g`` names, opened
+    now so that a bad store fails before any input is read.
+
+    ``reads_only`` (a command that only reads): the store is opened
+    read-only if it can be, so the open does not queue behind a running
+    writer (opening for writing takes LMDB's write lock once, to create
+    or check the databases); a store that is missing or must be upgraded
+    is opened for writing as usual."""
+    from xstream_cli import context
+    s = Session(context.db_path(g), mode, g.durable)
+    if reads_only:
+        from storage.store import NeedsWriteAccess, StoreError
+        try:
+            s.store = context.store_at(context.db_path(g), g.durable, readonly=True, create=False)
+            return s
+        except NeedsWriteAccess:
+            pass                      # missing or older: the usual open makes or upgrades it
+        except StoreError as e:
+            context.fail(str(e))      # refused (a link, another user's): never retried
+    s.store = context.open_store(g)
+    return s

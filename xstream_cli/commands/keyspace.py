@@ -116,7 +116,7 @@ def rename(tx, src, dst):
 
 
 # ================================================================== CONFIG
-# The store's settings (storage.settings): CONFIG GET / SET of the two
+# The store's settings (storage.verbs.settings): CONFIG GET / SET of the two
 # that shape streams, stored in the store so every process agrees.
 
 _LLONG_MAX = (1 << 63) - 1
@@ -126,7 +126,7 @@ _MEMORY_UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000 ** 2, b"mb
 
 
 def _params():
-    from storage.settings import PARAMS
+    from storage.verbs.settings import PARAMS
     return PARAMS
 
 

@@ -10,7 +10,7 @@ under DIR, partitioned ``stream=NAME/date=YYYY-MM-DD`` (UTC day of the
 ID), read back and checked (row count, first and last IDs, no ID twice),
 and only then trimmed from the stream, in one transaction.  Killed at
 any point, nothing is lost and the next run finishes the job without
-writing a row twice: see storage/archive.py, which does the work.
+writing a row twice: see storage/spark/archive.py, which does the work.
 
 STREAM is a name (it must exist) or a glob (KEYS syntax; perhaps none).
 DURATION as for xs trim: 500ms, 90s, 30m, 12h, 7d, 2w, 1h30m.  Needs
@@ -87,7 +87,7 @@ def _say(line):
 
 
 def _dry_run_lines(res, cut, to):
-    from storage.archive import id_text
+    from storage.spark.archive import id_text
     todo = [p for p in res.plans if p.rows]
     lines = []
     for p in res.plans:
@@ -103,7 +103,7 @@ def _dry_run_lines(res, cut, to):
 
 
 def _summary(res, cut, to):
-    from storage.archive import id_text
+    from storage.spark.archive import id_text
     trimmed = sum(res.trimmed.values())
     rows = sum(res.archived.values())
     if not rows:
@@ -128,7 +128,7 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
         for mod, what in (("pyspark", "pyspark"), ("pyarrow", "pyarrow")):
             if importlib.util.find_spec(mod) is None:
                 context.fail("archive needs %s: pip install 'xstreamlog[spark]' (and Java 17)" % what)
-    from storage import archive
+    from storage.spark import archive
     from storage.txn import StoreFailure
     args = [os.fsencode(s) for s in streams]
     store = open_existing(g, write=False)

@@ -2,7 +2,7 @@
 
     xs compact [--wait SECONDS] [--dry-run] [-q] [--json]
 
-A compacting copy of data.mdb replaces it (storage.compact, whose
+A compacting copy of data.mdb replaces it (storage.ops.compact, whose
 docstring explains the exclusion): it needs the store to itself, so it
 waits up to --wait seconds (default 30) for the processes that have the
 store open -- on a terminal saying which -- and then fails with exit 1,
@@ -22,7 +22,7 @@ from xstream_cli.porcelain.ls import emit_json, human_bytes
 
 
 def run_compact(g, wait, dry, quiet, json_flag):
-    from storage.compact import CompactError, compact, describe
+    from storage.ops.compact import CompactError, compact, describe
     if wait < 0:
         context.fail("compact: --wait must be 0 or more seconds", context.EXIT_USAGE)
     as_json = json_flag or g.mode == "json"

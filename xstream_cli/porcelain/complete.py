@@ -21,7 +21,7 @@ key, group names where it has a group (``XREADGROUP GROUP <TAB>``: the
 groups of the stream named after STREAMS, else of every stream),
 consumer names, and for porcelain commands their options, stream names
 and files (``xs import ./<TAB>``).  The three scripts share one logic
-(tests/test_help.py drives bash, tests/test_completion_shells.py zsh and
+(tests/cli/test_help.py drives bash, tests/cli/test_completion_shells.py zsh and
 fish in the real shells), except that fish hands a completion only the
 line up to the cursor: there ``XREADGROUP GROUP <TAB> c STREAMS s``
 offers the groups of every stream, not just those of s.

@@ -303,7 +303,7 @@ _INFO_FIELDS = ("path", "format", "code_format", "streams", "entries", "file_siz
 
 
 def run_info(g, json_flag):
-    from storage.overview import store_overview
+    from storage.ops.overview import store_overview
     mode = output_mode(g, json_flag)
     store = open_existing(g)
     try:

@@ -1,7 +1,7 @@
 """Porcelain: ``xs save``, ``xs restore``, ``xs export``, ``xs import``.
 
-Each command parses its options, makes one call into storage.snapshot or
-storage.exchange, and renders: a rich progress bar on a terminal (none
+Each command parses its options, makes one call into storage.ops.snapshot or
+storage.ops.exchange, and renders: a rich progress bar on a terminal (none
 when stderr is not one) and a one-line summary on stderr.  Failures are
 one line on stderr and exit status 1, never a traceback.
 """
@@ -32,7 +32,7 @@ def _temp_dir():
     $TMP), else /tmp, taken as it is.  tempfile.gettempdir() probes each
     candidate by creating and removing a file of its own, which a SIGKILL
     in between leaves behind under a name nothing sweeps (seen once in
-    240 kills, tests/test_chaos_more.py)."""
+    240 kills, tests/system/test_chaos_restore_growth_full_disk.py)."""
     for var in ("TMPDIR", "TEMP", "TMP"):
         d = os.environ.get(var)
         if d and os.path.isdir(d):
@@ -120,7 +120,7 @@ class _replacing:
         self.file = None
 
     def __enter__(self):
-        from storage.snapshot import temp_file
+        from storage.ops.snapshot import temp_file
         d, base = os.path.split(os.path.abspath(self.path))
         fd, self.tmp = temp_file(d, ".%s." % base, ".tmp")
         try:
@@ -209,8 +209,8 @@ def save(ctx, file, streams):
     idempotency state, in xs's checksummed binary format (see
     docs/snapshot-format.md).  FILE is written to a temporary file and
     renamed into place."""
-    from storage.snapshot import SnapshotError, save_to_path
-    from storage.snapshot import save as save_
+    from storage.ops.snapshot import SnapshotError, save_to_path
+    from storage.ops.snapshot import save as save_
     store = _store(ctx)
     if file == "-" and sys.stdout.isatty():
         _fail("refusing to write a binary snapshot to a terminal (redirect stdout or give a FILE)")
@@ -239,12 +239,12 @@ def restore(ctx, file, replace, check):
     before anything changes, then applied in one transaction: a refused
     or interrupted restore leaves the store as it was.  A stream that
     already exists is refused unless --replace."""
-    from storage.snapshot import SnapshotError, verify
-    from storage.snapshot import restore as restore_
+    from storage.ops.snapshot import SnapshotError, verify
+    from storage.ops.snapshot import restore as restore_
     tmp = None
     try:
         if file == "-":
-            from storage.snapshot import temp_file
+            from storage.ops.snapshot import temp_file
             fd, tmp = temp_file(_temp_dir(), "xs-restore-", ".snap")
             with os.fdopen(fd, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
@@ -279,8 +279,8 @@ def export(ctx, streams, output, meta, to_url, replace):
     Fields keep their order and duplicates; bytes that are not UTF-8 are
     written as {"b64": "..."}.  --meta adds lines for everything else
     (see docs/snapshot-format.md)."""
-    from storage.exchange import ExchangeError, export_jsonl
-    from storage.snapshot import SnapshotError
+    from storage.ops.exchange import ExchangeError, export_jsonl
+    from storage.ops.snapshot import SnapshotError
     from xstream_cli.bridge import to_redis
     store = _store(ctx)
     try:
@@ -360,7 +360,7 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
     line; nothing from that batch on is.  With --from, copy streams
     from a live Redis: entries, metadata, groups, consumers, pending
     entries."""
-    from storage.exchange import ExchangeError, import_lines
+    from storage.ops.exchange import ExchangeError, import_lines
     from xstream_cli.bridge import from_redis
     from xstream_cli.splitargs import split_line
     if from_url and (stream or fmt or id_field or skip_existing):

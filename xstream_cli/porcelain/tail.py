@@ -102,8 +102,8 @@ def raw_line(stream, entry):
 
 
 def json_line(stream, entry):
-    """The entry as xs export writes it (storage.exchange.entry_record)."""
-    from storage.exchange import dumps, entry_record
+    """The entry as xs export writes it (storage.ops.exchange.entry_record)."""
+    from storage.ops.exchange import dumps, entry_record
     return (dumps(entry_record(stream, entry[0], entry[1])) + "\n").encode("utf-8")
 
 

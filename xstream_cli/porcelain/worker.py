@@ -285,7 +285,7 @@ class Worker:
         committed."""
         if not self.acks:
             return self.store.run(fn, write=True)
-        from storage import worker as W
+        from storage.ops import worker as W
         done = list(self.acks)
 
         def both(tx):
@@ -306,7 +306,7 @@ class Worker:
     def _read_some(self, after, count, claim):
         """Deliveries, after a dry run in a read transaction (most
         wake-ups find nothing, and a write commits with an fsync)."""
-        from storage import worker as W
+        from storage.ops import worker as W
         from storage.txn import WouldWrite
 
         def take(tx):
@@ -323,7 +323,7 @@ class Worker:
     def _event(self, kind, d, **extra):
         if not self.json or self.stdout_gone:
             return
-        from storage.exchange import dumps, enc
+        from storage.ops.exchange import dumps, enc
         rec = {"event": kind, "stream": enc(self.stream), "id": d.id.decode("ascii"),
                "deliveries": d.deliveries}
         rec.update(extra)
@@ -360,7 +360,7 @@ class Worker:
     # ------------------------------------------------------------ dispatch
 
     def _start(self, deliveries):
-        from storage.exchange import dumps, entry_record
+        from storage.ops.exchange import dumps, entry_record
         job = Job(deliveries)
         data = b"".join((dumps(entry_record(self.stream, d.id, d.fields)) + "\n").encode("utf-8")
                         for d in deliveries)
@@ -384,7 +384,7 @@ class Worker:
         """Start jobs for fresh deliveries; returns True if anything was
         started or settled, False if every delivery was one this run had
         already seen (--once) or is in flight."""
-        from storage import worker as W
+        from storage.ops import worker as W
         fresh, deleted, past, again = [], [], [], []
         for d in ds:
             if d.key in self.inflight:
@@ -413,9 +413,9 @@ class Worker:
         return bool(fresh or deleted or past)
 
     def _dead_letter(self, items):
-        from storage import worker as W
+        from storage.ops import worker as W
         ids = self._w(lambda tx: W.dead_letter(tx, self.stream, self.group, self.consumer, self.dl, items))
-        from storage.exchange import enc
+        from storage.ops.exchange import enc
         for (d, status, _), i in zip(items, ids):
             self.stats["dead"] += 1
             self._event("dead-lettered", d, status=status.decode("utf-8", "replace"),
@@ -438,7 +438,7 @@ class Worker:
             self._settle(job)
 
     def _settle(self, job):
-        from storage import worker as W
+        from storage.ops import worker as W
         keys = [d.key for d in job.deliveries]
         if job.cancelled:
             self._release(job)
@@ -471,7 +471,7 @@ class Worker:
         self._progress()
 
     def _release(self, job):
-        from storage import worker as W
+        from storage.ops import worker as W
         keys = [d.key for d in job.deliveries]
         self._w(lambda tx: W.release(tx, self.stream, self.group, keys, "silent"))
         self.inflight.difference_update(keys)
@@ -499,7 +499,7 @@ class Worker:
         now = time.monotonic()
         if self.next_hb is not None and now < self.next_hb:
             return
-        from storage import worker as W
+        from storage.ops import worker as W
         keys = sorted(self.inflight)
         if keys:
             self._w(lambda tx: W.keep_alive(tx, self.stream, self.group, self.consumer, keys))
@@ -573,7 +573,7 @@ class Worker:
         return 0
 
     def _loop(self, waiter, pos):
-        from storage import worker as W
+        from storage.ops import worker as W
         stale = 0
         hold = False                      # --once: only seen entries came back; wait for a job first
         while not self.stopping:
@@ -766,7 +766,7 @@ def register(cli):
         g = ctx.obj or context.Globals()
         json_events = json_ or g.mode == "json"
         store = context.open_store(g)
-        from storage import worker as W
+        from storage.ops import worker as W
         try:
             W.ensure_group(store, skey, os.fsencode(group), start_id)
             w = Worker(store, skey, os.fsencode(group), os.fsencode(consumer), list(cmd),

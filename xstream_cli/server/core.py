@@ -897,7 +897,7 @@ def _flush(srv, c, argv):
 @_local(b"CONFIG", arity=-2)
 def _config(srv, c, argv):
     from storage.glob import match
-    from storage.settings import PARAMS as STORE_PARAMS
+    from storage.verbs.settings import PARAMS as STORE_PARAMS
     from xstream_cli.commands import keyspace
     sub = argv[1].upper()
     params = srv.config.params()

@@ -1,0 +1,241 @@
+"""Benchmark: ``xs serve`` against redis-server with ``appendfsync always``,
+driven by ``redis-benchmark`` (redis-tools).
+
+    python3 benchmarks/bench_serve.py [-n 100000] [-c 50] [-P 1,16] [--cases xadd,xreadgroup,ackloop]
+                                 [--consumers 8] [--count 10]
+
+Both servers start fresh on free loopback ports, each durable before it
+replies: redis-server with ``--appendonly yes --appendfsync always``,
+xs serve as it runs by default (LMDB commit with fsync).  Cases:
+
+  xadd        ``XADD s * f v``
+  xreadgroup  ``XREADGROUP GROUP g c COUNT 1 STREAMS s >`` on a stream
+              filled beforehand with n entries: each call delivers one
+              entry (a write: the PEL and the group's last ID)
+
+each without pipelining and with ``-P`` (one row per pipeline depth),
+and
+
+  ackloop     the worker loop redis-benchmark cannot drive (it cannot ack
+              IDs it did not choose): the stream filled with n entries,
+              --consumers processes (redis-py) each looping
+              ``XREADGROUP GROUP g c<k> COUNT <--count, 10> STREAMS s >`` then
+              ``XACK s g`` of the IDs it got, until the stream is drained.
+              Its figures are entries per second and the p50/p99 of one
+              iteration (read + ack).  At the end the group's PEL must be
+              empty and every entry delivered exactly once, on both
+              servers (else the benchmark fails).
+
+Prints requests per second and p50/p99 latency (ms) of both servers and
+the ratio xs/redis.  The issue's goal: xs at least 0.5x unpipelined and
+1.0x pipelined.
+"""
+import argparse
+import csv
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+XS = [sys.executable, "-m", "xstream_cli"]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_ready(port, proc, what):
+    for _ in range(400):
+        if proc.poll() is not None:
+            sys.exit("%s exited: %s" % (what, proc.stderr.read().decode() if proc.stderr else ""))
+        try:
+            out = subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True, timeout=5)
+            if out.stdout.strip() == "PONG":
+                return
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+    sys.exit("%s did not start" % what)
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True, text=True).stdout
+
+
+def fill(port, n):
+    """n entries in stream s and a group g at its start (redis-cli --pipe)."""
+    cli(port, "DEL", "s")
+    data = "".join("XADD s * f %d\r\n" % i for i in range(n)).encode()
+    subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=data, capture_output=True)
+    cli(port, "XGROUP", "CREATE", "s", "g", "0")
+
+
+def bench(port, n, c, pipeline, command):
+    """redis-benchmark's CSV row: (rps, p50 ms, p99 ms)."""
+    p = subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(n), "-c", str(c), "-P", str(pipeline),
+                        "--csv"] + command, capture_output=True, text=True)
+    rows = [r for r in csv.reader(io.StringIO(p.stdout)) if r and r[0] != "test"]
+    if p.returncode != 0 or not rows:
+        sys.exit("redis-benchmark failed: %s %s" % (p.stdout[-500:], p.stderr[-500:]))
+    r = rows[-1]
+    return float(r[1]), float(r[4]), float(r[6])
+
+
+CASES = {
+    "xadd": (["XADD", "s", "*", "f", "v"], False),
+    "xreadgroup": (["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">"], True),
+    "ackloop": (None, True),
+}
+
+
+def _consumer(port, k, count, go, out):
+    """One consumer process of the ackloop case: read COUNT entries through
+    the group, ack them, until a read finds nothing new.  Puts (k, ids
+    delivered, iteration latencies in s, time it finished) on ``out``."""
+    import redis
+    try:
+        r = redis.Redis(port=port)
+        r.ping()
+        name = "c%d" % k
+        ids, lat = [], []
+        go.wait()
+        while True:
+            t = time.perf_counter()
+            got = r.xreadgroup("g", name, {"s": ">"}, count=count)
+            batch = [i for _, entries in got for i, _ in entries] if got else []
+            if not batch:
+                break
+            r.xack("s", "g", *batch)
+            lat.append(time.perf_counter() - t)
+            ids += batch
+        out.put((k, ids, lat, time.monotonic()))
+    except Exception as e:          # reported by the parent, one line
+        out.put((k, None, "%s: %s" % (type(e).__name__, e), time.monotonic()))
+
+
+def ackloop(port, consumers, count):
+    """(entries/s, p50 ms, p99 ms) of ``consumers`` processes draining the
+    filled stream s through group g; checks exactly-once delivery and an
+    empty PEL afterwards."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_consumer, args=(port, k, count, go, out)) for k in range(consumers)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)                 # connected and waiting on go
+    t0 = time.monotonic()
+    go.set()
+    results = [out.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join()
+    delivered, lat, end = [], [], t0
+    for k, ids, l, t in results:
+        if ids is None:
+            sys.exit("ackloop consumer c%d failed: %s" % (k, l))
+        delivered += ids
+        lat += l
+        end = max(end, t)
+    # the checks: every entry delivered exactly once, nothing left pending
+    import redis
+    r = redis.Redis(port=port)
+    all_ids = [i for i, _ in r.xrange("s")]
+    pending = r.xpending("s", "g")["pending"]
+    if len(delivered) != len(set(delivered)):
+        sys.exit("ackloop on port %d: %d entries delivered more than once"
+                 % (port, len(delivered) - len(set(delivered))))
+    if sorted(delivered) != sorted(all_ids):
+        sys.exit("ackloop on port %d: %d entries in the stream, %d delivered, %d never delivered"
+                 % (port, len(all_ids), len(delivered), len(set(all_ids) - set(delivered))))
+    if pending != 0:
+        sys.exit("ackloop on port %d: %d entries still pending after the acks" % (port, pending))
+    lat.sort()
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else 0.0   # noqa: E731
+    return len(delivered) / max(end - t0, 1e-9), pick(0.50), pick(0.99)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=100000, help="requests per run")
+    ap.add_argument("-c", type=int, default=50, help="clients")
+    ap.add_argument("-P", default="1,16", help="pipeline depths, comma separated")
+    ap.add_argument("--cases", default="xadd,xreadgroup,ackloop")
+    ap.add_argument("--consumers", type=int, default=8, help="consumer processes of the ackloop case")
+    ap.add_argument("--count", type=int, default=10, help="XREADGROUP COUNT of the ackloop case")
+    a = ap.parse_args()
+    cases = a.cases.split(",")
+    for name in cases:
+        if name not in CASES:
+            sys.exit("unknown case %r (cases: %s)" % (name, ", ".join(CASES)))
+    if "ackloop" in cases:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            sys.exit("the ackloop case needs redis-py (pip install redis)")
+    for tool in ("redis-server", "redis-cli", "redis-benchmark"):
+        if not shutil.which(tool):
+            sys.exit("%s is not installed (apt-get install redis-server redis-tools)" % tool)
+    tmp = tempfile.mkdtemp(prefix="xs-bench-serve-")
+    rport, xport = free_port(), free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    xs = subprocess.Popen(XS + ["--db", os.path.join(tmp, "store"), "serve", "--port", str(xport),
+                                "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          cwd=ROOT)
+    try:
+        wait_ready(rport, redis, "redis-server")
+        wait_ready(xport, xs, "xs serve")
+        print("redis-benchmark -n %d -c %d; redis-server %s with appendfsync always vs xs serve (fsync on commit)"
+              % (a.n, a.c, cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]))
+        print("%-12s %3s  %10s %10s %6s  %8s %8s  %8s %8s" % ("case", "-P", "redis r/s", "xs r/s", "xs/r",
+                                                              "r p50", "xs p50", "r p99", "xs p99"))
+        for name in cases:
+            command, needs_fill = CASES[name]
+            if command is None:        # ackloop: redis-py consumers, entries/s
+                res = []
+                for port in (rport, xport):
+                    fill(port, a.n)
+                    res.append(ackloop(port, a.consumers, a.count))
+                (rr, r50, r99), (xr, x50, x99) = res
+                print("%-12s %3s  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
+                      % (name, "-", rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
+                continue
+            for depth in [int(x) for x in a.P.split(",")]:
+                res = []
+                for port in (rport, xport):
+                    if needs_fill:
+                        fill(port, a.n)
+                    else:
+                        cli(port, "DEL", "s")
+                    res.append(bench(port, a.n, a.c, depth, command))
+                (rr, r50, r99), (xr, x50, x99) = res
+                print("%-12s %3d  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
+                      % (name, depth, rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
+        print("(latencies in ms; xs/r is the throughput ratio)")
+        if "ackloop" in cases:
+            print("(ackloop: %d consumers, COUNT %d; entries/s, latency of one XREADGROUP + XACK iteration; "
+                  "exactly-once delivery and an empty PEL checked on both servers)" % (a.consumers, a.count))
+    finally:
+        for p in (redis, xs):
+            p.send_signal(signal.SIGTERM)
+        for p in (redis, xs):
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,488 @@
+"""The store's files: the directory and every file in it private to
+their owner, opened without following links, checked before use; the
+store lock; the notify directory's checks; store files made complete
+under a temporary name; a full disk told apart.  Used by storage.store
+(opening a store), storage.blocking (notification files) and
+storage.ops.compact; imports nothing of the engine but posixlock, so it
+sits below all of them.  What the rules are and why: storage.store's
+docstring ("Private files", "The store lock").
+"""
+import errno
+import fcntl
+import os
+import stat
+import time
+
+from storage import posixlock
+
+MAX_READERS = 510
+# LMDB's lock file for MAX_READERS readers (mdb.c: a reader slot is one
+# 64-byte cache line, the header two lines plus the first slot)
+LOCK_SIZE = (MAX_READERS - 1) * 64 + 192
+LOW_SPACE = 1 << 20       # free bytes below which an EIO from LMDB means "disk full"
+TEMP_MARK = ".new-"       # data.mdb.new-<pid>-<ns>: a store file being made
+NOTIFY_DIR = "notify"     # inside the store directory (storage.blocking)
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (not a Redis error reply)."""
+
+
+class NeedsWriteAccess(StoreError):
+    """A read-only open is not enough: the store does not exist yet, lacks
+    a database, or must be upgraded.  An open for writing may succeed."""
+
+
+class ReadOnlyStore(StoreError):
+    """The store exists and may be read, but this user may not write it:
+    its files are not writable (``chmod -R a-w``) or it is on a read-only
+    file system.  A read-only open works (``Store(path, readonly=True)``).
+    ``reason``: why, in a few words ("data.mdb is not writable by this
+    user")."""
+
+    def __init__(self, path, reason):
+        StoreError.__init__(self, "cannot write to store %s: %s" % (path, reason))
+        self.reason = reason
+
+
+class UnsafeEntry(Exception):
+    """An entry of a store that must not be used: a link, another user's,
+    or not of the kind it should be.  The text names it: ``lock.mdb is a
+    symbolic link``."""
+
+
+# ============================================================ private files
+
+def _store_dir(path, create, strict=True):
+    """(fd, made): the store directory, opened and checked to be the
+    user's own, made 0700 (``made``: this call created it).  The path's
+    last component may be a symbolic link if it is the user's own."""
+    made = False
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            raise NeedsWriteAccess("cannot open store %s: no such store" % path)
+        _mkdirs(os.path.dirname(os.path.abspath(path)))
+        try:
+            os.mkdir(path, 0o700)
+            made = True
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+    euid = os.geteuid()
+    if stat.S_ISLNK(st.st_mode):
+        if st.st_uid != euid:
+            raise UnsafeEntry("it is a symbolic link that belongs to another user (uid %d)" % st.st_uid)
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            raise StoreError("cannot open store %s: it is a symbolic link to a missing path (%s)"
+                             % (path, _link_target(path)))
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise StoreError("cannot open store %s: it is a symbolic link that loops" % path)
+        flags = _O_DIR
+    elif stat.S_ISDIR(st.st_mode):
+        flags = _O_DIR | os.O_NOFOLLOW
+    else:
+        raise StoreError("cannot open store %s: a file is in the way (a store is a directory)" % path)
+    try:
+        fd = os.open(path, flags)
+    except NotADirectoryError:
+        raise StoreError("cannot open store %s: a file is in the way (a store is a directory)" % path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeEntry("it was replaced by a symbolic link")
+        raise
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != euid:
+            raise UnsafeEntry("it belongs to another user (uid %d)" % st.st_uid)
+        mode = _narrowed(st.st_mode, "dir", made)
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except OSError:
+                if strict:
+                    raise
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, made
+
+
+STORE_LOCK = "lock"        # <store>/lock: every open holds it shared, xs compact exclusive
+
+
+def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=False):
+    """Open ``<store>/lock`` (made 0600 if missing and ``create``) and
+    flock it shared (``exclusive``: exclusively); returns the descriptor,
+    which holds the lock until it is closed.  Every Store holds it shared
+    from before it looks at data.mdb until after its environment is
+    closed, so ``xs compact`` (storage.ops.compact), holding it exclusively,
+    may replace data.mdb: no process has the old file open.  Without
+    ``wait`` a lock held by others raises BlockingIOError.  Read-only
+    opens make the file too (a store made by an older xs has none); None
+    if it is missing and cannot be made (a store on a read-only file
+    system: nothing can replace data.mdb there either).  ``open_only``:
+    open the file and lock nothing (compaction takes its locks itself)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        f = os.open(STORE_LOCK, flags | (os.O_CREAT if create else 0), 0o600, dir_fd=dir_fd)
+    except OSError as e:
+        _refuse_unsafe(dir_fd, STORE_LOCK, STORE_LOCK, "file", e)
+        if create and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            return take_store_lock(dir_fd, False, exclusive, wait, open_only)
+        if not create and e.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM):
+            if e.errno == errno.ENOENT or _lstat(dir_fd, STORE_LOCK) is None:
+                return None
+            f = os.open(STORE_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        else:
+            raise
+    try:
+        _check_opened(f, STORE_LOCK, "file", strict=False)
+        if open_only:
+            return f
+        if not exclusive:
+            # pass the gate (a POSIX lock on byte 0, held exclusively by a
+            # compaction draining the store of short-lived users, so that
+            # they cannot starve it): wait while it is closed, hold nothing
+            fcntl.lockf(f, fcntl.LOCK_SH, 1, 0)
+            fcntl.lockf(f, fcntl.LOCK_UN, 1, 0)
+        fcntl.flock(f, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(f)
+        raise
+    return f
+
+
+def _read_only(dir_fd):
+    """Why this user cannot write the store open as ``dir_fd`` (its files
+    exist), or None."""
+    try:
+        if os.fstatvfs(dir_fd).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    for name in ("data.mdb", "lock.mdb"):
+        if _lstat(dir_fd, name) is not None and not os.access(name, os.W_OK, dir_fd=dir_fd, effective_ids=True):
+            return "%s is not writable by this user" % name
+    return None
+
+
+# A process with the store open for writing holds a shared POSIX lock on
+# byte 1 of <store>/lock.  A reader that cannot write lock.mdb opens the
+# store without LMDB's reader table, which is safe only while nobody
+# writes: it checks that no process holds that lock.  (A process with two
+# stores open on one path can lose its mark early: see storage.posixlock.)
+_WRITER_BYTE = 1
+
+
+def _mark_writer(lock_fd):
+    if lock_fd is not None and fcntl.fcntl(lock_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+        posixlock.hold_shared(lock_fd, _WRITER_BYTE)
+
+
+def _no_writer(lock_fd, path, why):
+    """Raise StoreError if a process has the store open for writing (a
+    read without LMDB's lock table could then see pages being reused);
+    ``why``: why this reader cannot write (_read_only)."""
+    pid = posixlock.holder(lock_fd, _WRITER_BYTE) if lock_fd is not None else None
+    if pid is not None:
+        raise StoreError("cannot read store %s without write access while process %d has it open for "
+                         "writing (%s)" % (path, pid, why))
+
+
+def _link_target(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _mkdirs(path):
+    """Make the missing directories of ``path``, 0700 (XDG's advice)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        _mkdirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+
+
+def _pinned(fd, path):
+    """A path to the directory open as ``fd`` that cannot be switched
+    under us: /proc/self/fd/N where /proc exists."""
+    p = "/proc/self/fd/%d" % fd
+    return p if os.path.isdir(p) else path
+
+
+def _lstat(dir_fd, name):
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _unsafe(st, kind):
+    """Why an entry of a store (its lstat) must not be used, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if kind == "dir" and not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if kind == "file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "belongs to another user (uid %d)" % st.st_uid
+    if kind == "file" and st.st_nlink > 1:
+        return "has another hard link"
+    return None
+
+
+def _private(dir_fd, name, st, kind, strict):
+    """Take away what a checked entry grants beyond 0700 / 0600
+    (``strict``: a failure to do so is an error)."""
+    mode = _narrowed(st.st_mode, kind)
+    if mode is not None:
+        try:
+            os.chmod(name, mode, dir_fd=dir_fd)
+        except OSError:
+            if strict:
+                raise
+
+
+_PRIVATE = {"dir": 0o700, "file": 0o600}
+
+
+def _narrowed(st_mode, kind, made=False):
+    """The mode a store entry should have, if it is not the one it has:
+    0700 / 0600 for one this process just ``made`` (whatever the umask
+    left); for an existing one, its own bits less any for group and
+    others (and execute, for a file) -- never more: an owner who took
+    away their own write bits (``chmod -R a-w``) keeps a read-only store."""
+    mode = stat.S_IMODE(st_mode)
+    want = _PRIVATE[kind] if made else mode & _PRIVATE[kind]
+    return want if want != mode else None
+# what a no-follow open of an entry that is a link or of the wrong kind fails with
+_REFUSED_OPEN = {"dir": (errno.ELOOP, errno.ENOTDIR), "file": (errno.ELOOP, errno.ENXIO, errno.EISDIR)}
+
+
+def _refuse_unsafe(dir_fd, name, label, kind, err):
+    """After a no-follow open of ``name`` failed with ``err``: raise
+    UnsafeEntry (named ``label``) if the entry is a link or of the wrong
+    kind; otherwise return (the caller decides about ``err``)."""
+    if err.errno in _REFUSED_OPEN[kind]:
+        st = _lstat(dir_fd, name)
+        if st is not None:
+            raise UnsafeEntry("%s %s" % (label, _unsafe(st, kind) or "cannot be opened"))
+
+
+def _check_opened(fd, label, kind, strict=True, made=False):
+    """Check an opened store entry (raises UnsafeEntry named ``label``)
+    and make it private (``strict``: a failure to do so is an error;
+    ``made``: this process just created it, whatever the umask left)."""
+    st = os.fstat(fd)
+    why = _unsafe(st, kind)
+    if why:
+        raise UnsafeEntry("%s %s" % (label, why))
+    mode = _narrowed(st.st_mode, kind, made)
+    if mode is not None:
+        try:
+            os.fchmod(fd, mode)
+        except OSError:
+            if strict:
+                raise
+
+
+def check_entry(dir_fd, name, label, kind, strict=True):
+    """Check the entry ``name`` of the directory ``dir_fd`` (``kind``:
+    "file" or "dir"), if it exists, and make it private; raises
+    UnsafeEntry naming it ``label``.  Returns its lstat or None."""
+    st = _lstat(dir_fd, name)
+    if st is None:
+        return None
+    why = _unsafe(st, kind)
+    if why == "has another hard link" and _being_made(dir_fd, name, st):
+        why = None
+    if why:
+        raise UnsafeEntry("%s %s" % (label, why))
+    _private(dir_fd, name, st, kind, strict)
+    return st
+
+
+def check_notify_dir(dir_fd, strict=True):
+    """Check notify/.  If it is not 0700 it was made by an older xs, and
+    others may have written in it: make it private first, then check
+    everything in it (once: it is 0700 from then on)."""
+    st = check_entry(dir_fd, NOTIFY_DIR, NOTIFY_DIR, "dir", strict)
+    if st is None or not stat.S_IMODE(st.st_mode) & 0o077:
+        return
+    nfd = open_private_dir(dir_fd, NOTIFY_DIR, NOTIFY_DIR, create=False, strict=strict)
+    try:
+        for name in os.listdir(nfd):
+            label = "%s/%s" % (NOTIFY_DIR, name)
+            sub = _lstat(nfd, name)
+            if sub is not None and stat.S_ISDIR(sub.st_mode):
+                qfd = open_private_dir(nfd, name, label, create=False, strict=strict)
+                try:
+                    for ticket in os.listdir(qfd):
+                        check_entry(qfd, ticket, "%s/%s" % (label, ticket), "file", strict)
+                finally:
+                    os.close(qfd)
+            else:
+                check_entry(nfd, name, label, "file", strict)
+    finally:
+        os.close(nfd)
+
+
+def open_private_dir(dir_fd, name, label, create=True, strict=True):
+    """The directory ``name`` in ``dir_fd`` (made if missing and
+    ``create``), opened without following a link, checked and made
+    0700; the caller closes the descriptor.  Raises UnsafeEntry (named
+    ``label``) or OSError."""
+    made = False
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+            made = True
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as e:
+        _refuse_unsafe(dir_fd, name, label, "dir", e)
+        raise
+    try:
+        _check_opened(fd, label, "dir", strict, made)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def make_private_file(dir_fd, name, label, exclusive=False):
+    """Create (or, unless ``exclusive``, open) the empty file ``name`` in
+    ``dir_fd``, 0600, without following a link.  Raises UnsafeEntry
+    (named ``label``) or OSError."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        f = os.open(name, flags | (os.O_EXCL if exclusive else 0), 0o600, dir_fd=dir_fd)
+    except OSError as e:
+        _refuse_unsafe(dir_fd, name, label, "file", e)
+        raise
+    try:
+        _check_opened(f, label, "file")
+    finally:
+        os.close(f)
+
+
+def _make_file(dir_fd, name, fill, durable):
+    """Make the store file ``name`` if it is missing: made complete under
+    a temporary name by ``fill(fd, temporary name)``, then hard-linked
+    into place, so that no process sees it half made.  If another
+    process linked its own first, theirs stands."""
+    if _lstat(dir_fd, name) is not None:
+        return
+    _sweep(dir_fd, name)
+    tmp = "%s%s%d-%d" % (name, TEMP_MARK, os.getpid(), time.monotonic_ns())
+    f = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        if stat.S_IMODE(os.fstat(f).st_mode) != 0o600:
+            os.fchmod(f, 0o600)
+        fill(f, tmp)
+        try:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            if _lstat(dir_fd, name) is None:       # no hard links here
+                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        if durable:
+            os.fsync(dir_fd)
+    finally:
+        os.close(f)
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+
+
+def _fill_lock(fd, name):
+    """Allocate the whole lock file, so that LMDB never writes through
+    its shared mapping into a page the file system must still find
+    room for (SIGBUS on a full disk)."""
+    try:
+        os.posix_fallocate(fd, 0, LOCK_SIZE)
+        return
+    except AttributeError:              # not on this system
+        pass
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+    os.pwrite(fd, bytes(LOCK_SIZE), 0)  # a new file nobody else has open
+
+
+def _being_made(dir_fd, name, st):
+    """Whether the second link of ``name`` is only the temporary name
+    ``_make_file`` removes right after linking: wait a moment for it to
+    go (remove it if the process that made it is gone)."""
+    for _ in range(100):
+        _sweep(dir_fd, name)
+        now = _lstat(dir_fd, name)
+        if now is None or now.st_ino != st.st_ino:
+            return False
+        if now.st_nlink == 1:
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def _sweep(dir_fd, name):
+    """Remove the temporary files of ``name`` whose maker is gone (killed
+    while making it)."""
+    prefix = name + TEMP_MARK
+    for other in os.listdir(dir_fd):
+        if other.startswith(prefix):
+            try:
+                os.kill(int(other[len(prefix):].split("-", 1)[0]), 0)
+            except ProcessLookupError:
+                try:
+                    os.unlink(other, dir_fd=dir_fd)
+                except OSError:
+                    pass
+            except (ValueError, OSError):
+                pass
+
+
+def _disk_full(e, path):
+    """"no space left on device" (or "disk quota exceeded") if the error
+    ``e`` (OSError or lmdb.Error) says the file system holding ``path``
+    is full, else None.  LMDB reports a short write as EIO: that counts
+    when the file system has next to no space left."""
+    code = getattr(e, "errno", None)
+    text = str(e)
+    if code == errno.ENOSPC or os.strerror(errno.ENOSPC) in text:
+        return "no space left on device"
+    if code == errno.EDQUOT or os.strerror(errno.EDQUOT) in text:
+        return "disk quota exceeded"
+    if code == errno.EIO or os.strerror(errno.EIO) in text:
+        p = os.path.abspath(path)
+        while True:
+            try:
+                st = os.statvfs(p)
+                break
+            except OSError:
+                if os.path.dirname(p) == p:
+                    return None
+                p = os.path.dirname(p)
+        free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+        if free < LOW_SPACE:
+            return "no space left on device"
+    return None

@@ -1,0 +1,13 @@
+"""Whole-store operations, on the engine's public surface: snapshots
+(``snapshot``: xs save / restore), JSON lines (``exchange``: xs export /
+import), compaction (``compact``: xs compact), the store at a glance
+(``overview``: xs info / ls / trim previews) and the worker's engine side
+(``worker``: xs worker).  No click, no rich.
+
+They open stores with ``storage.store.Store`` and work through ``Txn``;
+the few places that reach below it are listed, each with its reason, in
+tests/unit/test_architecture.py (compaction replaces data.mdb under the
+store lock; the load path's record types).  Who imports them: the
+porcelain (xstream_cli/porcelain/) and library users; nothing in the
+engine core imports ``storage.ops``.
+"""

@@ -1,0 +1,76 @@
+"""The engine's parts, bound to one LMDB transaction for one verb.
+
+Each part owns one invariant and is tested on its own:
+
+  kv       kv.KV                     get / put / prefix walks
+  streams  stream_table.StreamTable  stream records, counters, change counters
+  log      log.EntryLog              entries (``nodes``: Redis's listpack
+                                     nodes; ``shapes``: interned field sets);
+                                     ``length`` agrees
+  idmp     idmp.Idmp                 idempotent-producer history
+  groups   group_table.GroupTable    group and consumer records
+  pel      pel.Pel                   the three PEL indexes and counts
+  refs     refs.References           KEEPREF / DELREF / ACKED
+
+The verbs (storage/verbs/) are functions of a ``Parts``.  Records are
+cached by the parts for the verb and written back by ``flush`` when it
+succeeds.
+
+Parts import only the codec, the vocabulary (errors, ids, options) and
+other parts (tests/unit/test_architecture.py).  Who imports them: the verbs,
+``storage.txn`` (a ``Parts`` per verb) and ``storage.migrate``.
+"""
+from storage.parts.kv import KV
+from storage.parts.log import EntryLog
+from storage.parts.stream_table import StreamTable
+
+
+class Parts:
+    """Every part, over one transaction.  ``kv``, ``streams`` and ``log``
+    are made at once; the group-side parts (``groups``, ``pel``,
+    ``refs``) and ``idmp`` on first use, so a one-shot stream command
+    does not import them."""
+
+    __slots__ = ("kv", "streams", "log", "now", "_idmp", "_groups", "_pel", "_refs")
+
+    def __init__(self, lt, dbs, now, tails=None):
+        kv = self.kv = KV(lt, dbs)
+        self.streams = StreamTable(kv)
+        self.log = EntryLog(kv, tails)     # tails: the transaction's node cache
+        self.now = now            # the verb's clock reading, ms
+        self._idmp = self._groups = self._pel = self._refs = None
+
+    @property
+    def idmp(self):
+        if self._idmp is None:
+            from storage.parts.idmp import Idmp
+            self._idmp = Idmp(self.kv)
+        return self._idmp
+
+    @property
+    def groups(self):
+        if self._groups is None:
+            from storage.parts.group_table import GroupTable
+            self._groups = GroupTable(self.kv, self.streams)
+        return self._groups
+
+    @property
+    def pel(self):
+        if self._pel is None:
+            from storage.parts.pel import Pel
+            self._pel = Pel(self.kv, self.groups, self.streams)
+        return self._pel
+
+    @property
+    def refs(self):
+        if self._refs is None:
+            from storage.parts.refs import References
+            self._refs = References(self.log, self.groups, self.pel)
+        return self._refs
+
+    def flush(self):
+        """Write back changed records; returns the names of the streams
+        the verb changed (whose blocked readers to wake)."""
+        if self._groups is not None:
+            self._groups.flush()
+        return self.streams.flush()

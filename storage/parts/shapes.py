@@ -1,0 +1,106 @@
+"""The field sets a stream interns (format 4, storage.codec ``Shape``):
+which entries are stored as values only, and how.
+
+A stream has at most ``codec.MAX_SHAPES`` field sets, in the ``shapes``
+database under ``sid + T``; one is made the first time an entry with
+those names (and no unsafe byte in them) is added while there is room,
+and they go with the stream (DEL, FLUSHDB).  Each transaction reads a
+stream's sets once and keeps them in the transaction's cache (the
+``tails`` dict of storage.parts.log), which a rolled-back verb clears: a set
+made by a failed command is forgotten with it.
+"""
+from storage import codec
+from storage.ids import fmt
+
+_ABSENT = object()
+
+
+class Shapes:
+    """The interned field sets of every stream, in one transaction."""
+
+    __slots__ = ("_kv", "_db", "_cache")
+
+    def __init__(self, kv, cache):
+        self._kv = kv
+        self._db = kv.db(b"shapes")
+        self._cache = cache
+
+    def _of(self, sid):
+        """(tag -> Shape, names -> Shape or None) of stream ``sid``."""
+        t = self._cache.get(("shapes", sid))
+        if t is None:
+            by_tag = {}
+            for k, v in self._kv.iter_prefix(self._db, codec.sid_prefix(sid)):
+                s = codec.decode_shape(k, v)
+                by_tag[s.tag] = s
+            t = self._cache[("shapes", sid)] = (by_tag, {s.names: s for s in by_tag.values()})
+        return t
+
+    def by_tag(self, sid):
+        return self._of(sid)[0]
+
+    def shape_for(self, sid, names):
+        """The Shape of field set ``names`` (a tuple) in stream ``sid``,
+        made if it is new, eligible and the stream has room; else None."""
+        by_tag, by_names = self._of(sid)
+        s = by_names.get(names, _ABSENT)
+        if s is not _ABSENT:
+            return s
+        s = None
+        if len(by_tag) < codec.MAX_SHAPES and codec.Shape.eligible(names):
+            tag = min(set(range(1, codec.MAX_SHAPES + 1)) - set(by_tag))
+            s = by_tag[tag] = codec.Shape(tag, names)
+            self._kv.put(self._db, codec.shape_key(sid, tag), s.record())
+        by_names[names] = s
+        return s
+
+    def encode(self, sid, i, fields):
+        """The stored value of entry ``i`` of stream ``sid``."""
+        s = self.shape_for(sid, tuple(fields[0::2]))
+        if s is not None:
+            v = s.encode(fields[1::2])
+            if v is not None:
+                return v
+        return codec.encode_entry(fmt(i), fields)
+
+    def encode_many(self, sid, items):
+        """``(ID, fields)`` items (``fields`` may be joined by newlines,
+        none containing one) -> ((entry key, stored value) pairs, (ID,
+        fields list) rows), with one look-up per run of one field set.
+        The bulk-ingest path: when every item is joined text, one scan of
+        the whole batch for unsafe bytes replaces one per entry."""
+        key, short, wide = codec.entry_key, codec.pack_entry_key, codec.SEQ_WIDE
+        shape_for, by_names = self.shape_for, self._of(sid)[1]
+        try:
+            blob = b"".join([f for _, f in items])
+            safe = len(blob.translate(None, codec.UNSAFE_BUT_NEWLINE)) == len(blob)
+        except TypeError:                          # some fields are a list
+            safe = False
+        pairs, rows = [], []
+        last = last_names = None
+        for i, f in items:
+            if type(f) is bytes:
+                f = f.split(b"\n")
+            names = f[0::2]
+            if names == last_names:
+                s = last
+            else:
+                names = tuple(names)
+                s = by_names.get(names, _ABSENT)
+                if s is _ABSENT:
+                    s = shape_for(sid, names)
+            v = None
+            if s is not None:
+                v = s.encode_safe(f[1::2]) if safe else s.encode(f[1::2])
+            if v is None:
+                v = codec.encode_entry(fmt(i), f)
+            elif s is not last:
+                last, last_names = s, list(s.names)
+            pairs.append((short(sid, i[0], i[1]) if i[1] < wide else key(sid, i), v))
+            rows.append((i, f))
+        return pairs, rows
+
+    def drop(self, sid):
+        """Forget every field set of stream ``sid`` (the stream goes)."""
+        self._kv.delete_prefix(self._db, codec.sid_prefix(sid))
+        self._cache.pop(("shapes", sid), None)

@@ -1,0 +1,1071 @@
+"""Archiving old entries to Parquet with Spark, then trimming them: the
+engine of ``xs archive`` (pyspark and pyarrow are imported only here,
+and only when a run needs them; no click, no rich).
+
+What a run does, for the streams it is given and a cut ID (entries with
+an ID below the cut go):
+
+ 0. open       DIR is opened once and every entry in it is reached from
+               that descriptor without following a link (ArchiveDir).
+               Unless --shared-dir, DIR must be the user's own and
+               writable by nobody else; either way xs's own entries in it
+               (lock, log, manifest, staging) must be the user's own
+               regular files / directories, and a manifest is checked
+               for shape (IDs, counts, digests; every move a relative,
+               normalised path from this run's staging area to an
+               archive file's name inside DIR) before it is obeyed.
+ 1. lock       DIR/_xs_archive.lock (flock): one archiver per DIR at a time.
+ 2. recover    the manifest DIR/_xs_archive.json says what earlier runs
+               did, and which store it belongs to (the store's identity,
+               storage.verbs.settings.identity): a manifest of another store is
+               refused, so two stores never share DIR.  A run killed after its files were verified ("pending"
+               in the manifest) is rolled forward: its remaining moves are
+               made and it is committed.  Then DIR/_staging is removed
+               (what killed runs left there was never committed).
+ 3. leftovers  per stream, the entries at or below its archived-through
+               ID that are still in the stream (a run killed before its
+               trim) are trimmed: they are in the archive already.
+ 4. plan       per stream, in one read transaction: the entries above its
+               archived-through ID and below the cut: count, first, last,
+               and a SHA-256 of their IDs and fields (the run's digest).
+ 5. stage      a Spark job reads exactly [first, last] of each stream
+               through the ``xstream`` data source (storage.spark) and
+               writes Parquet partitioned ``stream=NAME/date=YYYY-MM-DD``
+               (the UTC day of the ID's ms) into DIR/_staging/RUN/data.
+ 6. verify     the staged files are read back (pyarrow, the ``id`` column, a file at a time):
+               per stream the row count, the first and last IDs and that
+               no ID is there twice (IDs strictly increase within a file,
+               files do not overlap) must be what step 4 planned.  Unique
+               IDs, all from the stream, inside [first, last], as many as
+               the stream held there: exactly the planned entries.  Then
+               every staged file is fsynced.
+ 7. pending    the manifest records the run as pending: its per-stream
+               first/last/rows and every move (staged path -> final path).
+ 8. move       each file is renamed to DIR/stream=NAME/date=D/FIRST_LAST.parquet
+               (FIRST, LAST: the file's first and last IDs, ``ms-seq``), so
+               a name says which entries a file holds and the same rows
+               always get the same name; the directories are fsynced.
+ 9. commit     the manifest records, per stream, the archived-through ID
+               (the last ID archived) and the run's first/last/rows, and
+               drops "pending".
+10. trim       one write transaction removes, in every stream, the entries
+               at or below its archived-through ID: XTRIM MINID with the
+               ID right after it, exact, KEEPREF (pending entries of groups
+               keep their PEL entries, as XTRIM does).  The data source
+               read no entry above the planned last one, and IDs only
+               grow, so this removes exactly the archived entries; it is
+               XTRIM MINID cut when the stream holds an entry at or above
+               the cut, and when it does not, an entry a producer adds
+               below the cut during the run stays for the next run.
+               Before trimming, the transaction checks that the entries
+               it removes are exactly those of the stream's last archived
+               run: the same count and digest.  Anything else (a stream
+               made again, another store's stream of the same name,
+               entries deleted since) is refused, not trimmed.
+11. clean      DIR/_staging/RUN is removed.
+
+Manifest writes are atomic (a temporary file of a random name made
+exclusively, fsync, rename, fsync of DIR), so the manifest is always the
+old one or the new one.  What xs writes in DIR is private (directories
+0700, files 0600), as the store is.
+
+Killed at any point, no entry is lost and a re-run converges without
+duplicate rows:
+
+* before 7 (planning, the Spark job, verifying): only DIR/_staging/RUN
+  exists; the stream is untouched.  The re-run removes the staging
+  directory and archives the same entries again.
+* between 7 and 9 (pending recorded, some or all files moved): every
+  entry of the run is in a verified file, in staging or in place; the
+  re-run finishes the moves (a file already moved is skipped) and
+  commits, before it plans anything, so the entries are never staged
+  twice.  Nothing was trimmed.  A re-run killed while finishing the
+  moves leaves the same state: the next one goes on.
+* between 9 and 10 (committed, not trimmed): the entries are in the
+  archive and in the stream; the re-run's step 3 trims them and step 4
+  starts above the archived-through ID, so nothing is written twice.
+* during 10: one transaction: all trimmed or none.
+* after 10 (staging not yet removed): the re-run removes it.
+
+An entry is thus always in the stream, the archive or both.  Each named
+step can be made to kill the process (SIGKILL, for the tests) with the
+environment variable ``XS_ARCHIVE_KILL_AT=STEP``, STEP one of
+``KILL_POINTS``: planned (after 4), staged (after 5), verified (after
+6), pending (after 7), recovering (after the first move of step 2),
+moving (after the first move of 8), moved (after 8), committed (after
+9), trimmed (after 10).
+
+Archive layout: ``DIR/stream=NAME/date=YYYY-MM-DD/FIRST_LAST.parquet``,
+NAME escaped as Spark escapes partition values (``:`` is ``%3A``), so
+``spark.read.parquet(DIR)`` gives columns id, ms, seq, ts, fields (and
+fields_list with ``fields_list=True``), stream, date.  ``fields`` is a
+map: a field name given twice in one entry keeps its last value there;
+``fields_list`` keeps every field in order.  Values must be UTF-8 (the
+data source's rule): an entry that is not fails the run before anything
+is trimmed.
+"""
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import stat
+import threading
+import time
+import urllib.parse
+import uuid
+
+from storage import ids
+from storage.options import RangeOptions, TrimOptions
+
+MANIFEST = "_xs_archive.json"
+LOCK = "_xs_archive.lock"
+LOG = "_xs_archive.log"
+STAGING = "_staging"
+FORMAT = 2                       # 2: the manifest names its store and each run's digest
+FORMATS = (1, 2)                 # read; a format-1 manifest is taken over by the first store that runs
+KILL_ENV = "XS_ARCHIVE_KILL_AT"
+KILL_POINTS = ("planned", "staged", "verified", "pending", "recovering", "moving", "moved", "committed", "trimmed")
+ROWS_PER_PARTITION = 250000      # entries per Spark read partition (at most 64 per stream)
+MANIFEST_MAX = 64 << 20          # a manifest larger than this is not one of ours
+SHARED_HINT = ("pass --shared-dir to archive there anyway (links are still never followed, and only a manifest "
+               "of your own is obeyed)")
+
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class ArchiveError(Exception):
+    """The archive cannot be made or is not what it should be; the text
+    says why and what was left as it was."""
+
+
+# ------------------------------------------------------------------ small parts
+
+def id_text(i):
+    return "%d-%d" % tuple(i)
+
+
+def parse_id_text(text):
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq)
+
+
+def kill_point(step):
+    """SIGKILL this process at ``step`` when XS_ARCHIVE_KILL_AT names it
+    (tests of kill safety; see the module's docstring)."""
+    if os.environ.get(KILL_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def partition_dir_name(stream):
+    """``stream=NAME`` with NAME escaped as Spark escapes a partition value."""
+    out = []
+    for ch in stream:
+        if ord(ch) < 0x20 or ch in '"#%\'*/:=?\\\x7f{[]^':
+            out.append("%%%02X" % ord(ch))
+        else:
+            out.append(ch)
+    return "stream=" + "".join(out)
+
+
+def _glob_escape(name):
+    """A stream name as a glob matching only itself (the data source reads
+    a name with glob characters as a glob)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in name)
+
+
+# ------------------------------------------------------------------ the directory
+
+def _why_unsafe(st, kind, own=True):
+    """Why an entry of DIR (its lstat or fstat) must not be used, or None:
+    a link is never followed, a file must have one name, and (``own``)
+    it must belong to this user."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if kind == "dir" and not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if kind == "file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if own and st.st_uid != os.geteuid():
+        return "belongs to another user (uid %d)" % st.st_uid
+    if kind == "file" and st.st_nlink > 1:
+        return "has another hard link"
+    return None
+
+
+class ArchiveDir:
+    """The archive directory DIR, opened once; every entry in it is then
+    reached from that descriptor, one component at a time, never through
+    a symbolic link.  Unless ``shared``, DIR must belong to this user and
+    be writable by nobody else (others could plant links and manifests in
+    it); with ``shared`` it may, but xs's own entries in it (the lock, the
+    log, the manifest, the staging directory and what is staged) must
+    still be this user's."""
+
+    def __init__(self, path, shared=False, create=True):
+        self.path = path
+        self.shared = shared
+        self.fd = None
+        if create:
+            try:
+                os.makedirs(path, 0o700, exist_ok=True)
+            except FileExistsError:
+                raise ArchiveError("%s is not a directory" % path)
+            except OSError as e:
+                raise ArchiveError("cannot make the archive directory %s: %s" % (path, e.strerror or e))
+        try:
+            lst = os.lstat(path)
+        except FileNotFoundError:
+            return                      # (not create: there is no archive yet)
+        except OSError as e:
+            raise ArchiveError("cannot open the archive directory %s: %s" % (path, e.strerror or e))
+        if stat.S_ISLNK(lst.st_mode) and lst.st_uid != os.geteuid() and not shared:
+            raise ArchiveError("refusing archive directory %s: it is a symbolic link that belongs to another user "
+                               "(uid %d); %s" % (path, lst.st_uid, SHARED_HINT))
+        try:
+            self.fd = os.open(path, _O_DIR)
+        except NotADirectoryError:
+            raise ArchiveError("%s is not a directory" % path)
+        except OSError as e:
+            raise ArchiveError("cannot open the archive directory %s: %s" % (path, e.strerror or e))
+        st = os.fstat(self.fd)
+        if not shared:
+            why = None
+            if st.st_uid != os.geteuid():
+                why = "it belongs to another user (uid %d)" % st.st_uid
+            elif st.st_mode & 0o022:
+                why = "others can write in it (mode %04o)" % stat.S_IMODE(st.st_mode)
+            if why:
+                self.close()
+                raise ArchiveError("refusing archive directory %s: %s; %s" % (path, why, SHARED_HINT))
+        self.abspath = os.path.abspath(path)       # for Spark, which writes by path into our staging
+
+    @property
+    def exists(self):
+        return self.fd is not None
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def label(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def _refuse(self, parts, why):
+        raise ArchiveError("refusing %s: it %s (nothing in the archive directory is followed or used unless it is "
+                           "this user's own)" % (self.label(*parts), why))
+
+    def open_file(self, name, flags, mode=0o600, dir_fd=None, parts=None):
+        """Open the file ``name`` (in DIR, or in ``dir_fd``) without
+        following a link; it must be this user's regular file with one
+        name.  Raises FileNotFoundError when missing and not created."""
+        parts = parts or (name,)
+        base = self.fd if dir_fd is None else dir_fd
+        try:
+            fd = os.open(name, flags | _O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=base)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM):
+                try:
+                    st = os.stat(name, dir_fd=base, follow_symlinks=False)
+                except OSError:
+                    st = None
+                if st is not None:
+                    why = _why_unsafe(st, "file")
+                    if why:
+                        self._refuse(parts, why)
+            raise
+        try:
+            why = _why_unsafe(os.fstat(fd), "file")
+            if why:
+                self._refuse(parts, why)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def open_dirs(self, parts, create, own=True, base=None):
+        """The directory DIR/parts..., each component opened without
+        following a link (made 0700 if missing and ``create``) and checked
+        to be a directory (``own``: of this user's); the caller closes the
+        descriptor.  None when missing and not ``create``."""
+        fd = os.dup(self.fd if base is None else base)
+        try:
+            for k, name in enumerate(parts):
+                if create:
+                    try:
+                        os.mkdir(name, 0o700, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                try:
+                    nfd = os.open(name, _O_DIR | _O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if create:
+                        raise
+                    os.close(fd)
+                    return None
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        self._refuse(parts[:k + 1], _why_unsafe(st, "dir") or "cannot be opened")
+                    raise
+                os.close(fd)
+                fd = nfd
+                why = _why_unsafe(os.fstat(fd), "dir", own)
+                if why:
+                    self._refuse(parts[:k + 1], why)
+            return fd
+        except BaseException:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            raise
+
+    def check_entry(self, name, kind):
+        """Refuse DIR/name if it exists and is not this user's own regular
+        file with one name (``kind`` "file") or directory ("dir"); it is
+        checked again when it is used."""
+        st = self.lstat(name)
+        if st is not None:
+            why = _why_unsafe(st, kind)
+            if why:
+                self._refuse((name,), why)
+
+    def lstat(self, name, dir_fd=None):
+        try:
+            return os.stat(name, dir_fd=self.fd if dir_fd is None else dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def remove_tree(self, name):
+        """Remove DIR/name (never following a link in it); a link or a
+        file of another user's there is refused, not removed."""
+        st = self.lstat(name)
+        if st is None:
+            return
+        why = _why_unsafe(st, "dir")
+        if why:
+            self._refuse((name,), why)
+        try:
+            shutil.rmtree(name, dir_fd=self.fd)                    # Python 3.11+
+        except TypeError:
+            shutil.rmtree(os.path.join(self.abspath, name), ignore_errors=True)
+        except OSError:
+            pass                # what is left is removed by the next run
+
+    def sweep_temporaries(self):
+        """Remove manifest temporaries of this user's that killed runs left."""
+        for name in os.listdir(self.fd):
+            if name.startswith(MANIFEST + ".tmp-"):
+                st = self.lstat(name)
+                if st is not None and _why_unsafe(st, "file") is None:
+                    try:
+                        os.unlink(name, dir_fd=self.fd)
+                    except OSError:
+                        pass
+
+
+# ------------------------------------------------------------------ the manifest
+
+def empty_manifest():
+    return {"format": FORMAT, "store": None, "streams": {}, "pending": None}
+
+
+_ID_TEXT = re.compile(r"\d{1,20}-\d{1,20}\Z")
+_RUN_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
+_FINAL = re.compile(r"stream=[^/\x00]+/date=\d{4}-\d{2}-\d{2}/\d{1,20}-\d{1,20}_\d{1,20}-\d{1,20}\.parquet\Z")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_STORE_ID = re.compile(r"[0-9a-f]{32}\Z")
+
+
+def _rel_parts(path):
+    """The components of a relative, normalised path, or None."""
+    if not isinstance(path, str) or not path or "\x00" in path or path.startswith("/"):
+        return None
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return None
+    return parts
+
+
+def _check_segment(seg, where):
+    if not isinstance(seg, dict):
+        raise ValueError("%s is not an object" % where)
+    for k in ("first", "last"):
+        if not isinstance(seg.get(k), str) or not _ID_TEXT.match(seg[k]):
+            raise ValueError("%s.%s is not a stream ID" % (where, k))
+    if not isinstance(seg.get("rows"), int) or isinstance(seg.get("rows"), bool) or seg["rows"] < 0:
+        raise ValueError("%s.rows is not a count" % where)
+    if seg.get("digest") is not None and not (isinstance(seg["digest"], str) and _HEX64.match(seg["digest"])):
+        raise ValueError("%s.digest is not a SHA-256 digest" % where)
+
+
+def check_manifest(doc):
+    """Raise ValueError saying what is wrong with a manifest read from
+    DIR, which is trusted for nothing it does not prove: IDs, counts and
+    digests must have their shapes, and every move must go from this
+    directory's staging area to a file named as xs names its files, by
+    a relative, normalised path inside DIR."""
+    if not isinstance(doc, dict) or doc.get("format") not in FORMATS or not isinstance(doc.get("streams"), dict):
+        raise ValueError("it is not an xs archive manifest of format %s" % " or ".join(map(str, FORMATS)))
+    store = doc.get("store")
+    if store is not None and not (isinstance(store, str) and _STORE_ID.match(store)):
+        raise ValueError("its store is not a store identity")
+    for name, rec in doc["streams"].items():
+        if not isinstance(rec, dict) or not isinstance(rec.get("through"), str) or not _ID_TEXT.match(rec["through"]):
+            raise ValueError("stream %r has no archived-through ID" % name)
+        if rec.get("last_run") is not None:
+            _check_segment(rec["last_run"], "stream %r's last run" % name)
+    pending = doc.get("pending")
+    if pending is None:
+        return
+    if not isinstance(pending, dict) or not isinstance(pending.get("run"), str) or \
+            not _RUN_NAME.match(pending["run"]) or not isinstance(pending.get("streams"), dict) or \
+            not isinstance(pending.get("moves"), list):
+        raise ValueError("its pending run is malformed")
+    for name, seg in pending["streams"].items():
+        _check_segment(seg, "the pending run's stream %r" % name)
+    for move in pending["moves"]:
+        if not isinstance(move, (list, tuple)) or len(move) != 2:
+            raise ValueError("a pending move is not a pair of paths")
+        src, dst = _rel_parts(move[0]), _rel_parts(move[1])
+        if src is None or len(src) < 4 or src[0] != STAGING or src[1] != pending["run"] or src[2] != "data" \
+                or not src[-1].endswith(".parquet"):
+            raise ValueError("a pending move's source %r is not a file staged by that run" % (move[0],))
+        if dst is None or not _FINAL.match(move[1]):
+            raise ValueError("a pending move's target %r is not an archive file's path inside the directory"
+                             % (move[1],))
+
+
+def load_manifest(adir):
+    """The manifest of the ArchiveDir ``adir`` (an empty one when there
+    is none).  It must be this user's own regular file: a manifest that
+    is a link, has another name, or was written by another user is never
+    obeyed, whatever --shared-dir says."""
+    if not adir.exists:
+        return empty_manifest()
+    try:
+        fd = adir.open_file(MANIFEST, os.O_RDONLY)
+    except FileNotFoundError:
+        return empty_manifest()
+    except OSError as e:
+        raise ArchiveError("cannot read the archive's manifest %s: %s" % (adir.label(MANIFEST), e.strerror or e))
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MANIFEST_MAX + 1)
+        if len(data) > MANIFEST_MAX:
+            raise ValueError("it is larger than %d bytes" % MANIFEST_MAX)
+        doc = json.loads(data.decode("utf-8"))
+        check_manifest(doc)
+    except (OSError, ValueError) as e:
+        raise ArchiveError("%s is not a manifest xs can use (%s); nothing was changed" % (adir.label(MANIFEST), e))
+    doc.setdefault("store", None)
+    doc.setdefault("pending", None)
+    return doc
+
+
+def save_manifest(adir, doc):
+    """Replace the manifest atomically and durably (a temporary file of a
+    random name, made exclusively, fsync, rename, fsync of DIR)."""
+    doc["format"] = FORMAT
+    data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
+    tmp = "%s.tmp-%s" % (MANIFEST, secrets.token_hex(8))
+    fd = adir.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, parts=(tmp,))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, MANIFEST, src_dir_fd=adir.fd, dst_dir_fd=adir.fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=adir.fd)
+        except OSError:
+            pass
+        raise
+    os.fsync(adir.fd)
+
+
+def check_store(adir, manifest, store_id):
+    """The manifest belongs to the store ``store_id`` (or to none yet):
+    two stores never share an archive directory, since one would trim
+    what only the other archived."""
+    if manifest.get("store") not in (None, store_id):
+        raise ArchiveError(
+            "%s is the archive of another store (%s; this store is %s): two stores cannot share an archive "
+            "directory.  Nothing was changed; archive this store to a directory of its own"
+            % (adir.path, manifest["store"], store_id or "one that has never been archived"))
+
+
+# ------------------------------------------------------------------ planning
+
+class StreamPlan:
+    """What one stream has for this run."""
+    __slots__ = ("name", "through", "leftover", "rows", "first", "last", "digest")
+
+    def __init__(self, name, through, leftover, rows, first, last, digest=None):
+        self.name = name            # str
+        self.through = through      # (ms, seq) archived through before this run, or None
+        self.leftover = leftover    # entries at or below ``through`` still in the stream
+        self.rows = rows            # entries to archive now (above ``through``, below the cut)
+        self.first = first          # their first and last IDs, (ms, seq), or None
+        self.last = last
+        self.digest = digest        # SHA-256 of those entries (_digest_entry), or None
+
+
+def _digest_entry(h, entry):
+    """Add one entry (id, fields) to the SHA-256 ``h``: every byte with its
+    length, so no two different entries or lists of them hash alike."""
+    i, fields = entry
+    h.update(b"%d:%s%d:" % (len(i), bytes(i), len(fields)))
+    for f in fields:
+        h.update(b"%d:" % len(f))
+        h.update(f)
+
+
+def scan(tx, raw, lo, hi, chunk=10000, digest=False):
+    """(count, first, last) of the entries of stream ``raw`` with IDs in
+    [lo, hi], read ``chunk`` at a time (public verbs only); with
+    ``digest``, (count, first, last, SHA-256 of the entries in order)."""
+    n, first, last = 0, None, None
+    h = hashlib.sha256() if digest else None
+    while lo <= hi:
+        got = tx.range(raw, RangeOptions(lo, hi, chunk))
+        if not got:
+            break
+        if first is None:
+            first = _id(got[0][0])
+        last = _id(got[-1][0])
+        n += len(got)
+        if h is not None:
+            for e in got:
+                _digest_entry(h, e)
+        if len(got) < chunk or last >= ids.MAX_ID:
+            break
+        lo = ids.incr(last)
+    if h is not None:
+        return n, first, last, h.hexdigest()
+    return n, first, last
+
+
+def plan_streams(tx, names, cut, manifest):
+    """A StreamPlan per name (bytes, UTF-8) from one read transaction."""
+    out = []
+    for raw in names:
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ArchiveError("stream name %r is not UTF-8: it cannot be a Parquet partition" % (raw,))
+        rec = manifest["streams"].get(name)
+        through = parse_id_text(rec["through"]) if rec else None
+        leftover = scan(tx, raw, ids.MIN_ID, through)[0] if through is not None else 0
+        lo = ids.incr(through) if through is not None and through < ids.MAX_ID else None
+        if through is None:
+            lo = ids.MIN_ID
+        rows, first, last, digest = 0, None, None, None
+        if lo is not None and cut > ids.MIN_ID:
+            rows, first, last, digest = scan(tx, raw, lo, ids.decr(cut), digest=True)
+        out.append(StreamPlan(name, through, leftover, rows, first, last, digest))
+    return out
+
+
+def _id(b):
+    ms, _, seq = bytes(b).partition(b"-")
+    return int(ms), int(seq)
+
+
+# ------------------------------------------------------------------ trimming
+
+def _check_trimmable(tx, raw, through, seg):
+    """The entries at or below ``through`` in stream ``raw`` must be
+    exactly those of the last archived run ``seg`` ({"first", "last",
+    "rows", "digest"}): the same count and the same SHA-256 over their IDs
+    and fields.  Anything else (a stream made again, entries of another
+    store of the same name, entries deleted since) is refused: nothing is
+    trimmed that the archive cannot be shown to hold."""
+    n, first, _, digest = scan(tx, raw, ids.MIN_ID, through, digest=True)
+    if not n:
+        return 0
+    name = raw.decode("utf-8", "replace")
+    if seg is None or first < parse_id_text(seg["first"]):
+        raise ArchiveError(
+            "stream %s holds %d entries at or below its archived-through ID %s (from %s) that are not "
+            "those of its last archived run: was it deleted and made again?  Nothing was trimmed; archive it "
+            "to another directory" % (name, n, id_text(through), id_text(first)))
+    if seg.get("digest") is None:
+        raise ArchiveError(
+            "stream %s still holds %d entries at or below its archived-through ID %s, and the manifest (written "
+            "by an older xs) cannot show they are the archived ones.  Nothing was trimmed; check them against the "
+            "archive and remove them with XTRIM %s MINID %s" % (
+                name, n, id_text(through), name, id_text(ids.incr(through)) if through < ids.MAX_ID else "+"))
+    if n != seg["rows"] or digest != seg["digest"]:
+        raise ArchiveError(
+            "stream %s holds %d entries at or below its archived-through ID %s that are not exactly the %d its "
+            "last archived run wrote (deleted since, or another store's stream of the same name?).  Nothing was "
+            "trimmed; check them against the archive and remove them with XTRIM %s MINID %s" % (
+                name, n, id_text(through), seg["rows"], name,
+                id_text(ids.incr(through)) if through < ids.MAX_ID else "+"))
+    return n
+
+
+def trim_archived(store, manifest, names):
+    """One write transaction: remove from each stream of ``names`` (str)
+    the entries at or below its archived-through ID.  Returns
+    {name: removed}."""
+    todo = [(n, manifest["streams"][n]) for n in names if n in manifest["streams"]]
+
+    def trim_all(tx):
+        removed = {}
+        for name, rec in todo:
+            raw = name.encode("utf-8")
+            through = parse_id_text(rec["through"])
+            if not _check_trimmable(tx, raw, through, rec.get("last_run")):
+                continue
+            if through >= ids.MAX_ID:
+                removed[name] = tx.trim(raw, TrimOptions("maxlen", 0))
+            else:
+                removed[name] = tx.trim(raw, TrimOptions("minid", ids.incr(through)))
+        return removed
+    return store.run(trim_all, write=True)
+
+
+# ------------------------------------------------------------------ recovery
+
+class Lock:
+    """DIR/_xs_archive.lock, held (flock) while a run works on DIR: this
+    user's own file, never a link (a link to another lock could
+    deadlock what it points at)."""
+
+    def __init__(self, adir):
+        self.fd = adir.open_file(LOCK, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(self.fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ArchiveError("another xs archive is working on %s" % adir.path)
+            raise
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _do_moves(adir, moves, step):
+    """Rename each staged file into place (a file already moved is
+    skipped); fsync the directories written to.  ``step``: the kill
+    point after the first move.  Every path is relative to DIR (checked
+    by check_manifest) and walked without following a link."""
+    synced = set()
+    for src, dst in moves:
+        s, d = src.split("/"), dst.split("/")
+        sfd = adir.open_dirs(s[:-1], create=False)
+        try:
+            st = adir.lstat(s[-1], sfd) if sfd is not None else None
+            if st is not None:
+                why = _why_unsafe(st, "file")
+                if why:
+                    adir._refuse(s, why)
+                dfds = [adir.open_dirs(d[:k], create=True, own=not adir.shared) for k in (1, 2)]
+                try:
+                    os.replace(s[-1], d[-1], src_dir_fd=sfd, dst_dir_fd=dfds[1])
+                    if tuple(d[:-1]) not in synced:
+                        synced.add(tuple(d[:-1]))
+                        for fd in reversed(dfds):
+                            os.fsync(fd)
+                finally:
+                    for fd in dfds:
+                        os.close(fd)
+                kill_point(step)
+                continue
+        finally:
+            if sfd is not None:
+                os.close(sfd)
+        dfd = adir.open_dirs(d[:-1], create=False, own=not adir.shared)
+        try:
+            st = adir.lstat(d[-1], dfd) if dfd is not None else None
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+        if st is None or _why_unsafe(st, "file", own=not adir.shared):
+            raise ArchiveError("archive %s: %s is in neither staging nor place; the manifest's pending run cannot "
+                               "be finished (was the directory changed by hand?)" % (adir.path, dst))
+    os.fsync(adir.fd)
+
+
+def apply_pending(manifest):
+    """The pending run becomes the last archived one (in memory)."""
+    pending = manifest.get("pending")
+    if pending:
+        for name, seg in pending["streams"].items():
+            rec = manifest["streams"].setdefault(name, {"rows": 0})
+            rec["through"] = seg["last"]
+            rec["rows"] = rec.get("rows", 0) + seg["rows"]
+            rec["last_run"] = seg
+    manifest["pending"] = None
+
+
+def _commit(adir, manifest):
+    """Make the pending run the archived one (manifest written)."""
+    apply_pending(manifest)
+    save_manifest(adir, manifest)
+
+
+def recover(adir, manifest):
+    """Finish a pending run, then remove every staging directory.
+    Returns the pending run's row count (0: there was none)."""
+    pending = manifest.get("pending")
+    rows = 0
+    if pending:
+        _do_moves(adir, pending["moves"], "recovering")
+        rows = sum(s["rows"] for s in pending["streams"].values())
+        _commit(adir, manifest)
+    adir.remove_tree(STAGING)
+    return rows
+
+
+# ------------------------------------------------------------------ Spark
+
+def open_log(adir):
+    """DIR/_xs_archive.log for writing, emptied: this user's own file,
+    opened without following a link and checked before it is truncated
+    (never a path to something else, such as the store's data file)."""
+    try:
+        fd = adir.open_file(LOG, os.O_WRONLY | os.O_CREAT)
+    except OSError as e:
+        raise ArchiveError("cannot write Spark's log %s: %s" % (adir.label(LOG), e.strerror or e))
+    os.ftruncate(fd, 0)
+    return fd
+
+
+class _StderrToLog:
+    """Send file descriptor 2 to the open file ``fd`` while a JVM starts,
+    so its log lines (and those of its Python workers, which inherit its
+    stderr) go to the log, not to the user's terminal."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __enter__(self):
+        self.saved = os.dup(2)
+        os.dup2(self.fd, 2)
+
+    def __exit__(self, *exc):
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+
+
+def spark_session(master, log_fd, root=None):
+    """A SparkSession for archiving (local[*] unless ``master``); the
+    JVM's stderr goes to the open file ``log_fd``."""
+    import sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if root is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    with _StderrToLog(log_fd):
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.master(master or "local[*]").appName("xs archive")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.sql.session.timeZone", "UTC")
+                 .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+    from storage.spark import register
+    register(spark)
+    return spark
+
+
+def _watch(spark, report, stop):
+    """Report (done, total) tasks of the running job until ``stop``."""
+    tracker = spark.sparkContext.statusTracker()
+    while not stop.wait(0.5):
+        done = total = 0
+        try:
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+        except Exception:       # the tracker is advisory: never fail the run for it
+            continue
+        if total:
+            report(done, total)
+
+
+def stage(spark, store_path, plans, out, fields_list=False, report=None):
+    """Write the planned entries as Parquet under ``out``, partitioned by
+    stream and date."""
+    from pyspark.sql import functions as F
+    frames = []
+    for p in plans:
+        parts = max(1, min(64, -(-p.rows // ROWS_PER_PARTITION)))
+        r = (spark.read.format("xstream").option("path", store_path).option("stream", _glob_escape(p.name))
+             .option("start", id_text(p.first)).option("end", id_text(p.last)).option("partitions", parts))
+        if fields_list:
+            r = r.option("fields_list", "true")
+        frames.append(r.load())
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    df = df.withColumn("date", F.date_format(F.col("ts"), "yyyy-MM-dd"))
+    df = df.sortWithinPartitions("stream", "date", "ms", "seq")
+    stop = threading.Event()
+    watcher = None
+    if report is not None:
+        watcher = threading.Thread(target=_watch, args=(spark, report, stop), daemon=True)
+        watcher.start()
+    try:
+        df.write.partitionBy("stream", "date").mode("errorifexists").parquet(out)
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
+
+
+def spark_reason(e):
+    """One line saying why a Spark job failed (the data source's own
+    ``xstream: ...`` message when there is one)."""
+    text = str(e)
+    for line in text.splitlines():
+        i = line.find("xstream: ")
+        if i >= 0:
+            return line[i:].strip()
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if "Exception:" in l or "Error:" in l:
+            return l[:300]
+    return (lines[0] if lines else type(e).__name__)[:300]
+
+
+# ------------------------------------------------------------------ verification
+
+def staged_files(adir, data):
+    """[(relative path, stream name)] of the Parquet files Spark wrote in
+    DIR/``data`` (components), walked without following links."""
+    top = adir.open_dirs(data, create=False)
+    if top is None:
+        raise ArchiveError("the Spark job did not write %s" % adir.label(*data))
+    found = []
+    try:
+        for d, _, files, _ in os.fwalk(".", dir_fd=top):
+            for f in files:
+                if f.endswith(".parquet") and not f.startswith("."):
+                    rel = os.path.normpath(os.path.join(d, f))
+                    first = rel.split("/")[0]
+                    if not first.startswith("stream=") or len(rel.split("/")) != 3:
+                        raise ArchiveError("unexpected file %s in the staged archive" % rel)
+                    found.append((rel, urllib.parse.unquote(first[len("stream="):])))
+    finally:
+        os.close(top)
+    return sorted(found)
+
+
+def _read_staged_ids(adir, data, rel):
+    """The ``id`` column of a staged file, opened without following a
+    link; the file is made private (0600) and fsynced on the way."""
+    import pyarrow.parquet as pq
+    parts = rel.split("/")
+    dfd = adir.open_dirs(list(data) + parts[:-1], create=False)
+    if dfd is None:
+        raise ArchiveError("the staged file %s is gone" % adir.label(*data, rel))
+    try:
+        fd = adir.open_file(parts[-1], os.O_RDONLY, dir_fd=dfd, parts=tuple(data) + tuple(parts))
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as f:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
+            os.fchmod(fd, 0o600)
+        os.fsync(fd)
+        return pq.read_table(f, columns=["id"]).column("id").to_pylist()
+
+
+def verify(adir, data, plans):
+    """Read the staged files' IDs back (DIR/``data``, components) and
+    check them against the plan, one file at a time (memory: one file's
+    IDs): within a file IDs must strictly increase (the job sorts them),
+    a stream's files must not overlap, and per stream the row count and
+    the first and last IDs must be the planned ones.  Every file is made
+    0600 and fsynced.  Returns [(relative path, stream, first, last,
+    rows)] per file."""
+    top = adir.open_dirs(data, create=False)
+    try:
+        done = top is not None and adir.lstat("_SUCCESS", top) is not None
+    finally:
+        if top is not None:
+            os.close(top)
+    if not done:
+        raise ArchiveError("the Spark job did not finish writing %s" % adir.label(*data))
+    by_name = {p.name: p for p in plans}
+    spans = {p.name: [] for p in plans}
+    files = []
+    for rel, name in staged_files(adir, data):
+        if name not in by_name:
+            raise ArchiveError("the staged archive holds a stream that was not planned: %r" % name)
+        got = [parse_id_text(t) for t in _read_staged_ids(adir, data, rel)]
+        if not got:
+            continue
+        if any(a >= b for a, b in zip(got, got[1:])):
+            raise ArchiveError("verification failed: %s holds IDs out of order or twice.  Nothing was trimmed" % rel)
+        files.append((rel, name, got[0], got[-1], len(got)))
+        spans[name].append((got[0], got[-1], len(got)))
+    for p in plans:
+        s = sorted(spans[p.name])
+        rows = sum(n for _, _, n in s)
+        overlap = any(a[1] >= b[0] for a, b in zip(s, s[1:]))
+        first = s[0][0] if s else None
+        last = max(x[1] for x in s) if s else None
+        if overlap or rows != p.rows or first != p.first or last != p.last:
+            raise ArchiveError(
+                "verification failed for stream %s: Parquet holds %d rows%s, %s..%s; the stream held %d, %s..%s "
+                "(entries deleted while archiving?).  Nothing was trimmed" % (
+                    p.name, rows, " in overlapping files" if overlap else "", first and id_text(first),
+                    last and id_text(last), p.rows, id_text(p.first), id_text(p.last)))
+    return files
+
+
+def final_path(rel, first, last):
+    """stream=NAME/date=D/FIRST_LAST.parquet for a staged file."""
+    parts = rel.split("/")
+    return "/".join(parts[:-1] + ["%s_%s.parquet" % (id_text(first), id_text(last))])
+
+
+# ------------------------------------------------------------------ a whole run
+
+class Result:
+    """What a run did."""
+
+    def __init__(self):
+        self.recovered = 0          # rows of a killed run committed by this one
+        self.archived = {}          # name -> rows written by this run
+        self.trimmed = {}           # name -> entries removed
+        self.files = 0
+        self.dates = []             # dates of the files written
+        self.first_last = {}        # name -> (first, last) written
+        self.plans = []
+
+
+def archive(open_store, store_path, names, cut, directory, master=None, fields_list=False, progress=None,
+            dry_run=False, shared=False):
+    """Archive the entries of the streams ``names`` (bytes) below ``cut``
+    ((ms, seq)) into ``directory``, then trim them (see the module's
+    docstring).  ``open_store()`` opens the store for writing;
+    ``progress(step, done, total)`` is told what happens; ``shared``: DIR
+    may belong to another user or be writable by others (ArchiveDir).
+    Returns a Result; raises ArchiveError."""
+    say = progress or (lambda step, done=None, total=None: None)
+    res = Result()
+    adir = ArchiveDir(directory, shared, create=not dry_run)
+    try:
+        if dry_run:
+            return _dry_run(adir, open_store, names, cut, res)
+        return _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res)
+    finally:
+        adir.close()
+
+
+def _dry_run(adir, open_store, names, cut, res):
+    manifest = load_manifest(adir)
+    apply_pending(manifest)         # a killed run's files are verified: a real run commits them first
+    store = open_store()
+    try:
+        check_store(adir, manifest, store.run(lambda tx: tx.store_id()))
+        res.plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest))
+    finally:
+        store.close()
+    return res
+
+
+def _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res):
+    lock = Lock(adir)
+    try:
+        adir.sweep_temporaries()
+        manifest = load_manifest(adir)
+        adir.check_entry(LOG, "file")       # refused now, before the store is touched
+        adir.check_entry(STAGING, "dir")
+        str_names = [n.decode("utf-8", "replace") for n in names]
+        store = open_store()
+        try:
+            store_id = store.run(lambda tx: tx.store_id(create=True), write=True)
+            check_store(adir, manifest, store_id)
+            manifest["store"] = store_id
+            res.recovered = recover(adir, manifest)
+            say("trimming what an earlier run archived")
+            res.trimmed = trim_archived(store, manifest, str_names)
+            say("planning")
+            plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest))
+        finally:
+            store.close()
+        res.plans = plans
+        todo = [p for p in plans if p.rows]
+        kill_point("planned")
+        if not todo:
+            return res
+        run = "%s-%d-%s" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime()), os.getpid(), uuid.uuid4().hex[:8])
+        os.close(adir.open_dirs([STAGING, run], create=True))
+        data = (STAGING, run, "data")
+        out = os.path.join(adir.abspath, *data)
+        say("starting Spark (%s)" % (master or "local[*]"))
+        log_fd = open_log(adir)
+        try:
+            try:
+                spark = spark_session(master, log_fd)
+            except Exception as e:
+                raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), adir.label(LOG)))
+            try:
+                say("writing Parquet")
+                try:
+                    stage(spark, os.path.abspath(store_path), todo, out, fields_list,
+                          (lambda d, t: say("writing Parquet", d, t)) if progress else None)
+                except Exception as e:
+                    raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (
+                        spark_reason(e), adir.label(LOG)))
+            finally:
+                try:
+                    spark.stop()
+                except Exception:
+                    pass
+        finally:
+            os.close(log_fd)
+        kill_point("staged")
+        say("verifying")
+        files = verify(adir, data, todo)
+        kill_point("verified")
+        moves = [("/".join(data + (rel,)), final_path(rel, first, last)) for rel, _, first, last, _ in files]
+        manifest["pending"] = {"run": run, "moves": moves, "streams": {
+            p.name: {"first": id_text(p.first), "last": id_text(p.last), "rows": p.rows, "digest": p.digest}
+            for p in todo}}
+        save_manifest(adir, manifest)
+        kill_point("pending")
+        say("moving %d files into place" % len(moves))
+        _do_moves(adir, moves, "moving")
+        kill_point("moved")
+        _commit(adir, manifest)
+        kill_point("committed")
+        say("trimming")
+        store = open_store()
+        try:
+            for name, n in trim_archived(store, manifest, [p.name for p in todo]).items():
+                res.trimmed[name] = res.trimmed.get(name, 0) + n
+        finally:
+            store.close()
+        kill_point("trimmed")
+        adir.remove_tree(STAGING)
+        res.archived = {p.name: p.rows for p in todo}
+        res.first_last = {p.name: (p.first, p.last) for p in todo}
+        res.files = len(files)
+        res.dates = sorted({rel.split("/")[1][len("date="):] for rel, _, _, _, _ in files})
+        return res
+    finally:
+        lock.release()

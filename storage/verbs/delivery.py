@@ -1,0 +1,247 @@
+"""Delivering entries to consumers: XREADGROUP (new entries, history,
+CLAIM of idle ones), XCLAIM, XAUTOCLAIM.  Functions of ``p``
+(storage.parts.Parts), called through the facade.
+"""
+from storage import errors
+from storage.ids import MAX_ID, MIN_ID, fmt, incr
+from storage.options import raise_deferred
+from storage.parts.pel import bump, shown
+from storage.verbs import lag
+from storage.verbs.budget import Budget
+from storage.verbs.groups import need_group
+
+# ============================================================ XREADGROUP
+
+
+def read_group(p, o):
+    """XREADGROUP without blocking: ``[(key, entries)]``.  Each entry is
+    [id, fields] -- fields None for a deleted pending entry -- or, with
+    CLAIM, [id, fields, idle ms, delivery count]."""
+    found = []
+    for key, want in zip(o.keys, o.ids):
+        m = p.streams.get(key)
+        g = p.groups.get(m, o.group) if m is not None else None
+        if g is None:
+            raise errors.nogroup_xreadgroup(key, o.group)
+        if isinstance(want, errors.RedisError):
+            raise want
+        found.append((m, g))
+    now = p.now
+    out = []
+    total = 0
+    budget = Budget(o.maxsize)
+    for (m, g), key, want in zip(found, o.keys, o.ids):
+        if (o.maxcount and total >= o.maxcount) or budget.spent:
+            break
+        count = o.count
+        if o.maxcount:
+            left = o.maxcount - total
+            count = left if not count or left < count else count
+        c = p.groups.seen(g, o.consumer, now)
+        if want == b">":
+            ents = []
+            if o.claim is not None:
+                ents = _claim_idle(p, m, g, c, o.claim, count, budget)
+            left = (count - len(ents)) if count else 0
+            if (not count or left > 0) and not budget.spent:
+                news = _deliver_new(p, m, g, c, left, o.noack, budget)
+                if o.claim is not None:
+                    news = [[i, f, 0, 0] for i, f in news]
+                ents += news
+            if not ents:
+                continue
+            c.active_time = now
+        else:
+            ents = _history(p, m, g, c, want, count, budget)
+        p.streams.touch(key)
+        total += len(ents)
+        out.append((key, ents))
+    return out
+
+
+def _deliver_new(p, m, g, c, count, noack, budget):
+    """Entries after the group's last ID, now delivered to ``c``."""
+    if m.length == 0 or g.last_id >= m.last_id:
+        return []
+    out = []
+    for i, fields in budget.fit(p.log.rows(m, incr(g.last_id), count)):
+        lag.advance(p.log, m, g, i)
+        if not noack:
+            p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
+        out.append([fmt(i), fields])
+    return out
+
+
+def _history(p, m, g, c, after, count, budget):
+    """A consumer's own pending entries after ``after`` (history read):
+    delivery time and count are updated; a deleted entry is shown with
+    no fields, not redelivered."""
+    if after == MAX_ID:
+        return []
+    out = []
+    rows = [(i, p.log.fields(m, i)) for i in p.pel.owned(g, c.cid, incr(after), MAX_ID, count)]
+    for i, fields in budget.fit(rows):
+        if fields is not None:
+            old = p.pel.get(g, i)
+            p.pel.put(g, i, c.cid, p.now, bump(old[2]), old)
+        out.append([fmt(i), fields])
+    return out
+
+
+def _claim_idle(p, m, g, c, min_idle, count, budget):
+    """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
+    ``c``, longest idle first (NACKed first), at most ``count`` (0: all).
+    Entries deleted from the stream are skipped.  Returns [id, fields,
+    idle, delivery count before this delivery].  Walks the time index
+    from its start: O(log n + k)."""
+    now = p.now
+    cutoff = now - min_idle
+    cand = []
+    fields_of = p.log.fields_getter(m)
+    for t, i in p.pel.by_time(g):
+        if t > cutoff:
+            break
+        f = fields_of(i)
+        if f is None:
+            continue
+        cand.append((i, f))
+        if count and len(cand) >= count:
+            break
+    rows = budget.fit(cand)
+    out = []
+    moves = []
+    record = p.pel.record_of(g)
+    for i, fields in rows:
+        old = record(i)
+        idle = now - old[1] if old[0] else now
+        moves.append((i, old))
+        out.append([fmt(i), fields, idle if idle > 0 else 0, shown(old[2])])
+    p.pel.deliver_many(g, moves, c, now)
+    return out
+
+
+def claim_wait_ms(p, keys, group, min_idle):
+    """For a blocked XREADGROUP CLAIM: ms until the oldest pending entry
+    of these streams becomes claimable (None: nothing pending)."""
+    best = None
+    for key in keys:
+        m = p.streams.get(key)
+        g = p.groups.get(m, group) if m is not None else None
+        if g is None:
+            continue
+        for t, i in p.pel.by_time(g):
+            if p.log.exists(m, i):      # the oldest that still exists
+                w = max(0, t + min_idle - p.now)
+                best = w if best is None else min(best, w)
+                break
+    return best
+
+
+# ================================================================ XCLAIM
+
+
+def claim(p, name, group, consumer, o):
+    """XCLAIM: entries (or IDs with JUSTID) now owned by ``consumer``."""
+    m, g = need_group(p, name, group)
+    raise_deferred(o)
+    now = p.now
+    t = now
+    if o.idle is not None:
+        t = now - o.idle
+    elif o.time is not None:
+        t = o.time
+    if t < 0 or t > now:
+        t = now
+    if o.lastid is not None and o.lastid > g.last_id:
+        g.last_id = o.lastid
+    # Redis (7.0.x backports of #11099 on): the consumer is created or
+    # seen before the claiming, even when nothing is claimed
+    c = p.groups.seen(g, consumer, now)
+    out = []
+    for i in o.ids:
+        old = p.pel.get(g, i)
+        if not p.log.exists(m, i):
+            if old is not None:
+                p.pel.remove(g, i, old)
+            continue
+        if old is None:
+            if not o.force:
+                continue
+            count = 1          # streamCreateNACK starts at 1
+        else:
+            count = old[2]
+            if old[0] and o.min_idle and now - old[1] < o.min_idle:
+                continue
+        if o.retrycount is not None:
+            count = o.retrycount
+        elif not o.justid:
+            count = bump(count)
+        p.pel.put(g, i, c.cid, t, count, old)
+        c.active_time = now
+        out.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+    if out:
+        p.streams.touch(name)
+    return out
+
+
+_MEMORY_LIMIT: list = []
+
+
+def transient_memory_limit():
+    """About the largest single allocation Redis could get on this
+    machine, in bytes: XAUTOCLAIM allocates 16 bytes per COUNT up front
+    and answers "COUNT too high" when that fails.  Where the kernel
+    overcommits (vm.overcommit_memory 0 or 1) jemalloc maps without
+    reserving and only the address space's free room bounds it:
+    measured against redis-server 7.0.15 on x86-64 Linux, 2^41 entries
+    (32 TiB) pass and 2^42 fail, the exact edge depending on the
+    process's memory layout, so xs takes 32 TiB.  With strict accounting
+    (2) it is the commit limit."""
+    if not _MEMORY_LIMIT:
+        limit = 1 << 45
+        try:
+            with open("/proc/sys/vm/overcommit_memory") as f:
+                strict = f.read().strip() == "2"
+            if strict:
+                with open("/proc/meminfo") as f:
+                    for line in f:
+                        k, _, v = line.partition(":")
+                        if k == "CommitLimit":
+                            limit = int(v.split()[0]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        _MEMORY_LIMIT.append(limit)
+    return _MEMORY_LIMIT[0]
+
+
+def autoclaim(p, name, group, consumer, o):
+    """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
+    m, g = need_group(p, name, group)
+    if o.count * 16 > transient_memory_limit():
+        raise errors.autoclaim_count_too_high()
+    now = p.now
+    attempts = o.count * 10
+    count = o.count
+    claimed, deleted = [], []
+    c = p.groups.seen(g, consumer, now)   # created even if nothing is claimed
+    nxt = MIN_ID
+    exists = p.log.exists_getter(m)
+    for i, rec in p.pel.items(g, o.start, MAX_ID):
+        if not attempts or not count:
+            nxt = i
+            break
+        attempts -= 1
+        if not exists(i):
+            p.pel.remove(g, i, rec)
+            deleted.append(fmt(i))
+            count -= 1
+            continue
+        if rec[0] and o.min_idle and now - rec[1] < o.min_idle:
+            continue
+        p.pel.put(g, i, c.cid, now, rec[2] if o.justid else bump(rec[2]), rec)
+        c.active_time = now
+        claimed.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+        count -= 1
+    if claimed or deleted:
+        p.streams.touch(name)
+    return fmt(nxt), claimed, deleted

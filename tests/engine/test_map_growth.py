@@ -1,0 +1,81 @@
+"""Big stores and a growing map: a process opens a store with headroom
+(twice the data file), and another process growing the map never makes
+a reader or a writer fail (MDB_MAP_RESIZED is retried, never shown).
+
+The map starts at 1 MiB here (storage.store.INITIAL_MAP patched in the
+child processes) so that a few MiB of data make it grow many times."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PRELUDE = (
+    "import sys\n"
+    "import storage.store as st\n"
+    "st.INITIAL_MAP = 1 << 20\n"
+    "from storage.options import AddOptions, RangeOptions\n"
+    "db = sys.argv[1]\n"
+)
+
+WRITER = PRELUDE + (
+    "s = st.Store(db, durable=False)\n"
+    "fields = [b'payload', b'x' * 200]\n"
+    "for _ in range(60):\n"
+    "    s.run(lambda tx: tx.add_auto_many([(b'events', fields)] * 400), write=True)\n"
+    "print(s.env.info()['map_size'])\n"
+)
+
+READER = PRELUDE + (
+    "import time\n"
+    "errors = reads = 0\n"
+    "end = time.monotonic() + float(sys.argv[2])\n"
+    "while time.monotonic() < end:\n"
+    "    s = None\n"
+    "    try:\n"
+    "        s = st.Store(db, durable=False)\n"
+    "        n = s.run(lambda tx: tx.length(b'events'))\n"
+    "        with s.read() as tx:\n"
+    "            tx.range(b'events', RangeOptions((0, 0), (2**64 - 1, 2**64 - 1), 10))\n"
+    "        with s.write() as tx:\n"
+    "            tx.add(b'side', [b'n', b'%d' % n], AddOptions())\n"
+    "        reads += 1\n"
+    "    except Exception as e:\n"
+    "        errors += 1\n"
+    "        print('ERROR', type(e).__name__, e, file=sys.stderr)\n"
+    "    finally:\n"
+    "        if s is not None:\n"
+    "            s.close()\n"
+    "print(reads, errors)\n"
+)
+
+
+def run(code, *args, **kw):
+    return subprocess.Popen([sys.executable, "-c", code] + [str(a) for a in args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_concurrent_map_growth_refuses_no_reader_and_no_writer(tmp_path):
+    db = tmp_path / "db"
+    subprocess.run([sys.executable, "-c", PRELUDE + "st.Store(db).close()\n", db], cwd=ROOT, check=True)
+    readers = [run(READER, db, 6) for _ in range(2)]
+    writer = run(WRITER, db)
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err.decode()[-2000:]
+    assert int(out) >= 8 << 20                      # the map grew several times over
+    for r in readers:
+        out, err = r.communicate(timeout=120)
+        reads, errors = map(int, out.split())
+        assert errors == 0 and reads > 0, err.decode()[-2000:]
+
+
+def test_a_big_store_opens_with_headroom(tmp_path):
+    db = tmp_path / "db"
+    w = run(WRITER, db)
+    out, err = w.communicate(timeout=120)
+    assert w.returncode == 0, err.decode()[-2000:]
+    size = os.path.getsize(db / "data.mdb")
+    probe = run(PRELUDE + "s = st.Store(db)\nprint(s.env.info()['map_size'])\n", db)
+    out, err = probe.communicate(timeout=60)
+    assert probe.returncode == 0, err.decode()
+    assert int(out) >= 2 * size                      # room to write without a "map full" redo

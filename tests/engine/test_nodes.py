@@ -1,0 +1,442 @@
+"""Listpack nodes as Redis fills them (storage.parts.nodes), and the trimming
+that depends on them: approximate trimming removes whole nodes only.
+
+The pure arithmetic is pinned against listpack.c's encodings; the
+behaviour is compared with a private redis-server (7.0: same listpack
+layout and node defaults as 8.x) by a seeded random generator mixing
+XADD of varied field sizes and counts, XDEL, exact and approximate
+XTRIM and XADD trimming with and without LIMIT, DEL.  Every reply is
+compared, and XLEN and XINFO STREAM's radix-tree-keys (the node count,
+exact now) after every few commands.
+
+    XS_NODES_SEQUENCES=500 XS_NODES_SEED=3 python -m pytest -q tests/engine/test_nodes.py
+
+runs a longer randomized comparison (default: 40 sequences, seed 1).
+"""
+import os
+import random
+
+import pytest
+
+from storage.parts import nodes
+from storage.parts.nodes import Node, as_int, backlen_len, int_len, str_size
+from tests.conftest import run_xs
+
+SEQUENCES = int(os.environ.get("XS_NODES_SEQUENCES", "40"))
+SEED = int(os.environ.get("XS_NODES_SEED", "1"))
+
+
+# ============================================================ arithmetic
+
+@pytest.mark.parametrize("v,size", [(0, 1), (127, 1), (128, 2), (-1, 2), (4095, 2), (-4096, 2), (4096, 3),
+                                    (-4097, 3), (32767, 3), (32768, 4), (-8388608, 4), (8388608, 5),
+                                    (2 ** 31 - 1, 5), (-2 ** 31, 5), (2 ** 31, 9), (-2 ** 63, 9)])
+def test_integer_encoding_sizes_follow_listpack(v, size):
+    assert int_len(v) == size
+
+
+@pytest.mark.parametrize("n,size", [(1, 1), (127, 1), (128, 2), (16382, 2), (16383, 3), (2097150, 3),
+                                    (2097151, 4), (268435455, 5)])
+def test_back_length_sizes_follow_listpack(n, size):
+    assert backlen_len(n) == size
+
+
+@pytest.mark.parametrize("text,value", [(b"0", 0), (b"7", 7), (b"-7", -7), (b"123", 123),
+                                        (b"9223372036854775807", 2 ** 63 - 1),
+                                        (b"-9223372036854775808", -2 ** 63),
+                                        (b"9223372036854775808", None), (b"-0", None), (b"01", None),
+                                        (b"+1", None), (b"", None), (b"-", None), (b"1 ", None),
+                                        (b"1a", None), (b"\xd9\xa1", None), (b"00000000000000000000001", None)])
+def test_only_canonical_int64_strings_are_stored_as_integers(text, value):
+    assert as_int(text) == value
+
+
+@pytest.mark.parametrize("text,size", [(b"", 2), (b"v", 3), (b"x" * 62, 64), (b"x" * 63, 65), (b"x" * 64, 67),
+                                       (b"x" * 125, 128), (b"x" * 126, 130), (b"x" * 4095, 4099),
+                                       (b"x" * 4096, 4103), (b"5", 2), (b"127", 2), (b"128", 3), (b"-1", 3),
+                                       (b"100000", 5), (b"05", 4), (b"18446744073709551615", 22)])
+def test_string_sizes_include_header_and_back_length(text, size):
+    assert str_size(text) == size
+
+
+def test_a_one_entry_node_has_the_bytes_of_its_listpack():
+    # header 6 + end 1; master: live 1, deleted 0, 1 field, "f", terminator;
+    # entry: flags, ms delta 0, seq delta 0, "v", lp-count 4: two bytes each but "f"/"v" (three)
+    node = nodes.open_node((5, 0), [b"f", b"v"])
+    assert node.lp_bytes() == 7 + 2 + 2 + 2 + 3 + 2 + (2 + 2 + 2 + 3 + 2)
+    # same field names: values only; other names: count and names too
+    before = node.lp_bytes()
+    node.append((5, 1), [b"f", b"w"])
+    assert node.lp_bytes() - before == 2 + 2 + 2 + 3 + 2
+    before = node.lp_bytes()
+    node.append((6, 0), [b"g", b"w"])
+    # seq delta 0 - 0; ms delta 1; count 1, "g", "w", lp-count 6
+    assert node.lp_bytes() - before == 2 + 2 + 2 + 2 + 3 + 3 + 2
+
+
+def test_seq_deltas_below_the_master_are_negative_integers():
+    node = nodes.open_node((5, 10), [b"f", b"v"])
+    before = node.lp_bytes()
+    node.append((6, 0), [b"f", b"v"])           # seq delta -10: a 13-bit integer
+    assert node.lp_bytes() - before == 2 + 2 + 3 + 3 + 2
+
+
+def test_a_node_is_full_at_100_entries_live_or_deleted():
+    node = nodes.open_node((1, 0), [b"f", b"v"])
+    for k in range(1, 99):
+        node.append((1, k), [b"f", b"v"])
+    assert node.fits(2)
+    node.mark_deleted(50)
+    node.append((1, 99), [b"f", b"v"])
+    assert node.count == 100 and node.live == 50
+    assert not node.fits(2)
+    assert node.fits(2, max_entries=0)
+
+
+def test_a_node_is_full_when_its_bytes_and_the_new_lengths_reach_4096():
+    node = nodes.open_node((1, 0), [b"f", b"x" * 1000])
+    node.append((1, 1), [b"f", b"x" * 1000])
+    node.append((1, 2), [b"f", b"x" * 1000])
+    room = nodes.MAX_BYTES - node.lp_bytes()
+    assert node.fits(room - 1) and not node.fits(room)
+
+
+def test_counts_are_sized_by_their_value():
+    node = Node((1, 0), 127, 0, 100, (1, 0), (b"f",))
+    assert node.lp_bytes() == 100 + 2 + 2
+    node.live = 128
+    assert node.lp_bytes() == 100 + 3 + 2
+
+
+def test_build_splits_an_in_order_stream_like_xadd():
+    got = nodes.build([((1, k), [b"f", b"%d" % k]) for k in range(250)])
+    assert [n.live for n in got] == [100, 100, 50]
+    assert [n.master for n in got] == [(1, 0), (1, 100), (1, 200)]
+    assert got[-1].last == (1, 249)
+
+
+# ======================================================= against redis
+
+
+def line(argv):
+    return " ".join(a if a else "''" for a in argv)
+
+
+def compare(redis, tmp_path, lines, label):
+    """Run ``lines`` (argv lists) on a fresh xs store and on redis; assert
+    every reply is the same."""
+    redis.flushall()
+    import json
+    p = run_xs(tmp_path / ("db-%s" % label), [line(a) for a in lines])
+    got = [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
+    assert len(got) == len(lines), (label, p.stderr[-2000:])
+    for n, (argv, mine) in enumerate(zip(lines, got)):
+        want = redis.call(*argv)
+        if argv[0] == "XINFO" and "error" not in want:
+            want = {k: want[k] for k in INFO_KEYS}
+            mine = {k: mine.get(k) for k in INFO_KEYS} if isinstance(mine, dict) else mine
+        assert mine == want, "%s: command %d %s\n%s" % (
+            label, n, line(argv)[:200], "\n".join(line(a)[:120] for a in lines[max(0, n - 30):n + 1]))
+    return got
+
+
+INFO_KEYS = ("length", "radix-tree-keys", "last-generated-id", "max-deleted-entry-id", "entries-added",
+             "recorded-first-entry-id")
+
+
+def test_the_issue_example_removes_55_then_100(redis, tmp_path):
+    """Redis's own "XTRIM with MAXLEN option basic test"."""
+    lines = [["XADD", "s", "1-%d" % k, "f", str(k)] for k in range(1000)]
+    lines += [["XTRIM", "s", "MAXLEN", "666"], ["XTRIM", "s", "MAXLEN", "=", "555"],
+              ["XTRIM", "s", "MAXLEN", "~", "444"], ["XLEN", "s"],
+              ["XTRIM", "s", "MAXLEN", "~", "400"], ["XLEN", "s"], ["XINFO", "STREAM", "s"]]
+    got = compare(redis, tmp_path, lines, "issue")
+    assert got[1000:1006] == [334, 111, 55, 500, 100, 400]
+
+
+def test_a_node_with_a_deleted_last_entry_is_not_below_minid(redis, tmp_path):
+    got = compare(redis, tmp_path, [["XADD", "s", "1-0", "f", "v"], ["XADD", "s", "4-1", "f", "v"],
+                                    ["XDEL", "s", "4-1"], ["XTRIM", "s", "MINID", "~", "4-1"],
+                                    ["XTRIM", "s", "MINID", "~", "4-2"], ["XLEN", "s"]], "minid")
+    assert got[3:] == [0, 1, 0]
+
+
+def test_exact_minid_may_leave_a_node_without_live_entries_that_xadd_fills(redis, tmp_path):
+    lines = [["XADD", "s", "1-%d" % k, "f", "v"] for k in range(1, 6)]
+    lines += [["XDEL", "s", "1-5"], ["XTRIM", "s", "MINID", "1-5"], ["XLEN", "s"], ["XINFO", "STREAM", "s"]]
+    lines += [["XADD", "s", "2-%d" % k, "f", "v"] for k in range(200)]
+    lines += [["XINFO", "STREAM", "s"], ["XTRIM", "s", "MAXLEN", "~", "10"], ["XLEN", "s"]]
+    compare(redis, tmp_path, lines, "zombie")
+
+
+def test_deleted_entries_still_count_toward_a_full_node(redis, tmp_path):
+    lines = [["XADD", "s", "1-%d" % k, "f", "v"] for k in range(1, 91)]
+    lines += [["XDEL", "s"] + ["1-%d" % k for k in range(50, 91)]]
+    lines += [["XADD", "s", "2-%d" % k, "f", "v"] for k in range(1, 31)]
+    lines += [["XINFO", "STREAM", "s"], ["XTRIM", "s", "MAXLEN", "~", "30"], ["XLEN", "s"],
+              ["XTRIM", "s", "MAXLEN", "~", "20"], ["XLEN", "s"]]
+    got = compare(redis, tmp_path, lines, "deleted-count")
+    # the first node took 10 of the 30 (90 + 10 = 100 entries, 41 of them deleted)
+    assert got[-5]["radix-tree-keys"] == 2
+    assert got[-4:] == [0, 79, 59, 20]
+
+
+VALUE_KINDS = ("small", "int", "edge-int", "mid", "big", "huge", "empty")
+
+
+def value(r, kind):
+    if kind == "small":
+        return "v%d" % r.randint(0, 999)
+    if kind == "int":
+        return str(r.randint(-100000, 10 ** 7))
+    if kind == "edge-int":
+        return str(r.choice([0, 127, 128, -1, 4095, 4096, -4097, 32767, 32768, 8388607, 8388608, 2 ** 31,
+                             2 ** 63 - 1, -2 ** 63, 2 ** 63, 10 ** 19])) if r.random() < 0.9 else "0%d" % r.randint(0, 9)
+    if kind == "mid":
+        return "m" * r.randint(50, 300)
+    if kind == "big":
+        return "b" * r.randint(900, 2100)
+    if kind == "huge":
+        return "h" * r.randint(3900, 4300)
+    return ""
+
+
+def trim_args(r, ids, length, in_xadd):
+    """MAXLEN|MINID [=|~] threshold [LIMIT n]."""
+    approx = r.random() < 0.7
+    out = []
+    if r.random() < 0.55:
+        out += ["MAXLEN"]
+        mark = ["~"] if approx else r.choice([[], ["="]])
+        out += mark + [str(max(0, length - r.choice([0, 1, 5, 50, 99, 100, 101, 150, 250, 1000])))]
+    else:
+        out += ["MINID"]
+        mark = ["~"] if approx else r.choice([[], ["="]])
+        if ids and r.random() < 0.8:
+            ms, seq = r.choice(ids[:max(1, len(ids) // (1 if in_xadd else 2) + 1)])
+            seq = max(0, seq + r.choice([-1, 0, 0, 1]))
+            thr = "%d-%d" % (ms, seq)
+        else:
+            thr = str(r.randint(0, 5000))
+        out += mark + [thr]
+    if approx and r.random() < 0.35:
+        out += ["LIMIT", str(r.choice([0, 1, 50, 99, 100, 101, 150, 200, 250, 1000]))]
+    return out
+
+
+def sequence(r):
+    """A random command sequence on streams s and t (argv lists)."""
+    lines = []
+    ms, seq = r.randint(1, 50), 0
+    ids = {"s": [], "t": []}
+    length = {"s": 0, "t": 0}
+    kinds = r.sample(VALUE_KINDS, r.randint(1, 3))
+    nfields = r.choice([1, 1, 2, 3])
+    for _ in range(r.randint(3, 12)):
+        key = "s" if r.random() < 0.85 else "t"
+        burst = r.choice([1, 5, 30, 99, 100, 101, 150, 260])
+        for _ in range(burst):
+            if r.random() < 0.2:
+                ms, seq = ms + r.choice([1, 1, 7, 1000]), r.choice([0, 0, 3, 5000])
+            else:
+                seq += r.choice([1, 1, 1, 2, 200, 70000])
+            k = nfields if r.random() < 0.9 else r.randint(1, 4)
+            fields = []
+            for q in range(k):
+                fields += ["f%d" % q if r.random() < 0.95 else value(r, r.choice(kinds)), value(r, r.choice(kinds))]
+            argv = ["XADD", key, "%d-%d" % (ms, seq)] + fields
+            ids[key].append((ms, seq))
+            length[key] += 1
+            if r.random() < 0.04:
+                argv[3:3] = trim_args(r, ids[key], length[key], True)
+            lines.append(argv)
+        for _ in range(r.randint(0, 4)):
+            op = r.random()
+            if op < 0.35 and ids[key]:
+                pool = ids[key] if r.random() < 0.5 else ids[key][-100:]     # often in the last node
+                dels = r.sample(pool, min(len(pool), r.choice([1, 1, 3, 20, 120])))
+                lines.append(["XDEL", key] + ["%d-%d" % i for i in dels])
+            elif op < 0.85:
+                lines.append(["XTRIM", key] + trim_args(r, ids[key], length[key], False))
+            elif op < 0.9:
+                lines.append(["DEL", key])
+                ids[key], length[key] = [], 0
+            lines.append(["XLEN", key])
+            lines.append(["XINFO", "STREAM", key])
+    lines += [["XLEN", "s"], ["XLEN", "t"], ["XRANGE", "s", "-", "+", "COUNT", "3"]]
+    return lines
+
+
+def test_random_node_sequences_trim_as_redis_does(redis, tmp_path):
+    r0 = random.Random(SEED)
+    for n in range(SEQUENCES):
+        r = random.Random(r0.getrandbits(64))
+        lines = sequence(r)
+        compare(redis, tmp_path, lines, "seed %d sequence %d" % (SEED, n))
+
+
+# ====================================================== the node table
+
+
+def check_node_table(p, m):
+    """storage.parts.log's invariant: nodes are ordered and disjoint, every live
+    entry lies in exactly one, and a node's ``live`` counts its entries."""
+    from storage import codec
+    stored = [i for i, _ in p.log.records(m)]
+    table = [p.log._decode_node(k, v)[0] for k, v in p.kv.iter_prefix(p.kv.db(b"nodes"), codec.sid_prefix(m.sid))]
+    assert sum(n.live for n in table) == m.length == len(stored)
+    prev = None
+    for n in table:
+        assert n.master <= n.last and (prev is None or prev.last < n.master)
+        assert n.live == sum(1 for i in stored if n.master <= i <= n.last)
+        assert n.live >= 0 and n.count <= nodes.MAX_ENTRIES
+        prev = n
+    return table
+
+
+def test_every_write_path_keeps_the_node_table_whole(store):
+    """XADD one by one, bulk appends (nodes made later, on first need),
+    XDEL, exact and approximate trims, in random order, checked against
+    the invariant and against nodes.build for what was never deleted."""
+    from storage.options import KEEPREF, TrimOptions
+    from storage.parts import Parts
+    from storage.verbs.trim import trim
+    r = random.Random(SEED)
+    nxt = [1]
+
+    def new_entries(k):
+        out = []
+        for _ in range(k):
+            nxt[0] += r.choice([1, 1, 2])
+            out.append(((nxt[0], 0), [b"f", b"x" * r.choice([1, 5, 300, 1500])]))
+        return out
+
+    for step in range(60):
+        lt = store.env.begin(write=True)
+        p = Parts(lt, store.dbs, 0)
+        m = p.streams.get_or_create(b"s")
+        op = r.random()
+        if op < 0.3:
+            for i, f in new_entries(r.randint(1, 150)):
+                p.log.append(m, i, f)
+        elif op < 0.5:
+            items = new_entries(r.randint(1, 300))
+            p.log.append_many(m, items)
+        elif op < 0.65:
+            ids = [i for i, _ in p.log.records(m)]
+            for i in r.sample(ids, min(len(ids), r.randint(1, 40))):
+                assert p.log.delete(m, i)
+        else:
+            approx = r.random() < 0.6
+            limit = r.choice([0, 0, 100, 250]) if approx else 0
+            if r.random() < 0.5:
+                t = TrimOptions("maxlen", max(0, m.length - r.randint(0, 250)), approx, limit, KEEPREF)
+            else:
+                t = TrimOptions("minid", (max(0, nxt[0] - r.randint(0, 400)), 0), approx, limit, KEEPREF)
+            trim(p.log, p.refs, m, t)
+        if r.random() < 0.3:
+            p.log.sync_nodes(m)
+            check_node_table(p, m)
+        p.flush()
+        lt.commit()
+    lt = store.env.begin(write=True)
+    p = Parts(lt, store.dbs, 0)
+    m = p.streams.get(b"s")
+    count = p.log.node_count(m)           # counted without writing first
+    p.log.sync_nodes(m)
+    assert len(check_node_table(p, m)) == count
+    lt.abort()
+
+
+def test_bulk_appends_make_the_same_nodes_as_single_ones(store):
+    from storage.parts import Parts
+    items = [((5, k), [b"f", b"v" * (k * 37 % 700)]) for k in range(700)]
+    lt = store.env.begin(write=True)
+    p = Parts(lt, store.dbs, 0)
+    a, b = p.streams.create(b"a"), p.streams.create(b"b")
+    for i, f in items:
+        p.log.append(a, i, f)
+    for k in range(0, 700, 130):
+        p.log.append_many(b, items[k:k + 130])
+    p.log.sync_nodes(b)
+    built = nodes.build(items)
+    assert check_node_table(p, a) == check_node_table(p, b) == built
+    lt.abort()
+
+
+def test_a_rolled_back_verb_leaves_no_trace_in_the_cached_last_node(store, monkeypatch):
+    """The last node is cached across the verbs of a transaction; a verb
+    that fails after filling it (here: its trimming raises) is rolled
+    back, and so is the cache."""
+    import storage.verbs.trim
+    from storage.options import KEEPREF, AddOptions, TrimOptions
+    from storage.parts import Parts
+    with store.write() as tx:
+        for k in range(1, 61):
+            tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k)))
+
+        def boom(*a):
+            raise RuntimeError("disk on fire")
+        monkeypatch.setattr(storage.verbs.trim, "trim", boom)
+        for k in range(61, 71):
+            with pytest.raises(RuntimeError):
+                tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k), trim=TrimOptions("maxlen", 5, True, 0, KEEPREF)))
+        monkeypatch.undo()
+        for k in range(61, 111):
+            tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, k)))
+    lt = store.env.begin()
+    try:
+        p = Parts(lt, store.dbs, 0)
+        table = check_node_table(p, p.streams.get(b"s"))
+        assert [(n.master, n.live) for n in table] == [((1, 1), 100), ((1, 101), 10)]
+        assert table == nodes.build([((1, k), [b"f", b"v"]) for k in range(1, 111)])
+    finally:
+        lt.abort()
+
+
+def test_extend_makes_the_same_nodes_as_adding_one_by_one():
+    """The bulk paths' ``extend`` (inlined arithmetic, remembered value
+    sizes) against ``add``, over random IDs,
+    field names, integer-like and long values and node sizes."""
+    import copy
+
+    rng = random.Random(11)
+    for trial in range(300):
+        mb, me = rng.choice([0, 60, 200, 4096]), rng.choice([0, 1, 2, 10, 100])
+        ms, seq, items = rng.randrange(1 << 50), 0, []
+        for _ in range(rng.randrange(0, 250)):
+            if rng.random() < 0.3:
+                ms, seq = ms + rng.randrange(0, 300), 0
+            else:
+                seq += rng.randrange(0, 200)
+            names = rng.choice([[b"a", b"b"], [b"a", b"c"], [b"x"] * rng.randrange(0, 4), [b"1", b"-5"], [b"n\nl"]])
+            vals = [rng.choice([b"", b"0", b"-1", b"123", b"00", b"9223372036854775807", b"x" * rng.randrange(5000),
+                                b"-0", b"a\nb"]) for _ in names]
+            items.append(((ms, seq), [x for p in zip(names, vals) for x in p]))
+        tail = nodes.open_node(*items.pop(0)) if items and rng.random() < 0.5 else None
+        want, t = [], copy.deepcopy(tail)
+        for i, f in items:
+            t, opened = nodes.add(t, i, f, mb, me)
+            if opened or not want:
+                want.append(t)
+        assert nodes.extend(copy.deepcopy(tail), items, mb, me) == want, trial
+
+
+def test_a_bulk_ingest_leaves_its_nodes_made_not_to_the_next_write(tmp_path):
+    """Script-mode runs of plain XADDs used to leave the node table to the
+    next other write, which then built it for the whole ingest in one
+    transaction (three minutes after 9M entries, holding the write lock)."""
+    import lmdb
+
+    from storage import codec
+    db = tmp_path / "db"
+    p = run_xs(db, ["XADD s * user u%d action click" % (i % 97) for i in range(3000)], mode="raw")
+    assert p.returncode == 0, p.stderr
+    env = lmdb.open(str(db), readonly=True, lock=False, max_dbs=16)
+    try:
+        with env.begin() as t:
+            m = codec.StreamMeta.decode(t.get(codec.name_key(b"s"), db=env.open_db(b"keys", txn=t)))
+            live = sum(codec.node_live(v) for _, v in t.cursor(db=env.open_db(b"nodes", txn=t)))
+    finally:
+        env.close()
+    assert m.nodes_from is None and m.length == 3000 and live == 3000
