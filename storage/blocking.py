@@ -43,6 +43,7 @@ The race rule: arm first, then check, then wait.  A change committed
 after the watch is armed always wakes the waiter, so a caller that
 re-checks after arming (``Session.block`` does) never misses one.
 """
+import _thread
 import os
 import time
 
@@ -67,6 +68,7 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _libc = None              # ctypes libc (False: inotify unavailable)
+_lock = _thread.allocate_lock()   # guards _libc's loading and the shared instance (xs serve's threads)
 _notify_names: dict = {}        # stream name -> notification file name
 
 
@@ -139,21 +141,28 @@ def versions(store, keys):
 
 
 def _inotify():
-    """libc with inotify, or None."""
+    """libc with inotify, or None.  Loaded once, under the lock: a thread
+    that comes while another loads it waits for the answer instead of
+    being told there is none."""
     global _libc
     if _libc is None:
-        _libc = False
-        try:
-            import ctypes
-            import ctypes.util
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            libc.inotify_init1.argtypes = [ctypes.c_int]
-            libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-            libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-            _libc = libc
-        except (OSError, AttributeError, ImportError):
-            pass
+        with _lock:
+            if _libc is None:
+                _libc = _load_libc()
     return _libc or None
+
+
+def _load_libc():
+    try:
+        import ctypes
+        import ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc.inotify_init1.argtypes = [ctypes.c_int]
+        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError, ImportError):
+        return False
 
 
 class _Inotify:
@@ -249,13 +258,18 @@ def _out_of_inotify(err):
 
 
 def _instance():
-    """The shared inotify instance if free, else a private one."""
+    """The shared inotify instance if free (then marked busy), else a
+    private one: two waiters never read one instance's events."""
     global _shared
-    if _shared is None or _shared.fd is None:
-        _shared = _Inotify()
-    if _shared.busy:
-        return _Inotify()
-    return _shared
+    with _lock:
+        if _shared is None or _shared.fd is None:
+            _shared = _Inotify()
+        if not _shared.busy:
+            _shared.busy = True
+            return _shared
+    ino = _Inotify()
+    ino.busy = True
+    return ino
 
 
 class Waiter:
@@ -301,7 +315,6 @@ class Waiter:
         if _inotify() is None or self.store.readonly:
             return
         ino = self._ino = _instance()
-        ino.busy = True
         if len(ino.wds) > 256:
             ino.forget()
         ino.events()   # old news: the caller's re-check comes after arming
@@ -408,8 +421,9 @@ class Waiter:
     def _release(self):
         ino, self._ino = self._ino, None
         if ino is not None:
-            ino.busy = False
-            if ino is not _shared:
+            if ino is _shared:
+                ino.busy = False
+            else:
                 ino.close()
 
     def close(self):
@@ -517,3 +531,72 @@ def wait_for_change(store, keys, timeout_s=None):
     must not miss one use ``Waiter`` (arm, re-check, wait)."""
     with Waiter(store, keys) as w:
         return w.wait(timeout_s)
+
+
+# ------------------------------------------------------------ the wait loop
+
+class Cancelled(Exception):
+    """A wait ended by its Canceller (a client gone, a server stopping)."""
+
+
+class Canceller:
+    """Ends a wait from another thread at once, whether the waiter sleeps
+    on inotify or polls: the wait also watches the read end of a pipe,
+    and ``cancel`` closes the write end, which the waiter's poll sees as
+    a hang-up."""
+
+    def __init__(self):
+        self.fd, self._w = os.pipe()
+        self._set = False
+        self._mutex = _thread.allocate_lock()      # cancel and close may race (two threads)
+
+    def cancel(self):
+        with self._mutex:
+            self._set = True
+            w, self._w = self._w, None
+        if w is not None:
+            os.close(w)
+
+    def is_set(self):
+        return self._set
+
+    def close(self):
+        """Cancel, and give the pipe back (the wait is over)."""
+        self.cancel()
+        with self._mutex:
+            fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None):
+    """The one wait loop of blocked reads (XREAD / XREADGROUP ... BLOCK,
+    in script mode, at the prompt and under xs serve): arm the watches of
+    ``keys``, then call ``attempt(woken)`` until it returns something
+    other than None, which is returned; None when ``timeout_s`` seconds
+    (None: no limit) passed first.  ``woken`` is False on the first call.
+    ``next_wake()`` (optional): seconds until a retry may succeed without
+    any write (XREADGROUP ... CLAIM: an entry becoming idle enough), or
+    None.  ``cancel`` (a Canceller): raises Cancelled within one poll
+    step of ``cancel.cancel()``, before any further attempt.
+
+    Arm, then attempt, then sleep: a change committed after the watches
+    are armed always wakes the loop, so none is missed."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    fds = () if cancel is None else (cancel.fd,)
+    with Waiter(store, keys, fds) as waiter:
+        woken = False
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            r = attempt(woken)
+            if r is not None:
+                return r
+            wake_in = next_wake() if next_wake is not None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                wake_in = left if wake_in is None else min(wake_in, left)
+            waiter.wait(wake_in)
+            woken = True

@@ -21,43 +21,20 @@ here whenever one of its streams changes (storage.blocking), until it
 serves something or its timeout passes.
 """
 import os
-import time
 from itertools import islice
 
 from storage import errors
 from storage.errors import RedisError
 from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
+from xstream_cli.blocked import Wait, waits  # noqa: F401 (Wait: re-exported)
 from xstream_cli.commands import lookup
 from xstream_cli.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
 BATCH_BYTES = 8 << 20          # read at most this much before a commit
 MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-max-bulk-len)
-FAIR_GRACE_S = 0.003           # how long a woken group reader defers to older waiters
 _FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
-
-
-class Wait:
-    """What a blocked read waits for (from its ReadOptions)."""
-    __slots__ = ("keys", "timeout_ms", "group", "claim")
-
-    def __init__(self, opts):
-        self.keys = opts.keys
-        self.timeout_ms = opts.block
-        self.group = opts.group           # XREADGROUP: its consumers compete (fair queue)
-        self.claim = opts.claim           # CLAIM min-idle: also wake when one becomes claimable
-
-
-def waits(cmd, args):
-    """The Wait of a command whose reply was null, or None if it does not
-    block (no BLOCK; XREADGROUP with a history ID)."""
-    if not cmd.blocking:
-        return None
-    o = args[0]
-    if o.block is None or (o.group is not None and any(i != b">" for i in o.ids)):
-        return None
-    return Wait(o)
 
 
 class Session:
@@ -146,75 +123,10 @@ class Session:
         return r
 
     def block(self, cmd, args, w):
-        """Wait for a blocked read to be served or to time out.
-
-        Arm the watches first, then retry, then sleep: a write committed
-        after the command's own check but before the wait still wakes us
-        (storage.blocking.Waiter).  Each retry is a dry run in a read
-        transaction first (storage.txn.WouldWrite).  CLAIM also wakes
-        when the oldest pending entry becomes claimable."""
-        from storage.blocking import Queue
-        store = self.store
-        deadline = None if w.timeout_ms == 0 else time.monotonic() + w.timeout_ms / 1000.0
-
-        def retry(tx):
-            return cmd.run(tx, *args)
-
-        def nothing_to_serve():
-            # most wake-ups find nothing, and a write transaction would
-            # commit (for a group read, with an fsync)
-            try:
-                return store.run(retry, write=False) is None
-            except Exception:
-                return False
-
-        def attempt(woken):
-            if nothing_to_serve():
-                return None
-            if woken and queue is not None and not queue.first():
-                # consumers of a group all wake for one entry: Redis serves
-                # the one blocked longest, so give older waiters a moment
-                # to take it before competing
-                end = time.monotonic() + FAIR_GRACE_S
-                while time.monotonic() < end and not queue.first():
-                    time.sleep(0.0002)
-                    if nothing_to_serve():
-                        return None
-            try:
-                return store.run(retry, write=True)
-            except RedisError as e:
-                return e
-        queue = Queue(store, w.keys[0], w.group) if w.group is not None else None
-        try:
-            return self._block_loop(w, store, deadline, attempt)
-        finally:
-            if queue is not None:
-                queue.leave()
-
-    def _block_loop(self, w, store, deadline, attempt):
-        from storage.blocking import Waiter
-        stale = 0   # consecutive "claimable now" answers that served nothing
-        woken = False
-        with Waiter(store, w.keys) as waiter:
-            while True:
-                r = attempt(woken)
-                if r is not None:
-                    return r
-                wake_in = None
-                if w.claim is not None:
-                    ms = store.run(lambda tx: tx.claim_wait_ms(w.keys, w.group, w.claim), write=False)
-                    if ms is not None:
-                        # a PEL entry that claims nothing (deleted from the
-                        # stream) must not make us spin: back off to 1 s
-                        stale = stale + 1 if ms <= 0 else 0
-                        wake_in = max(ms, 1) / 1000.0 if not stale else min(0.001 * 2 ** stale, 1.0)
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return None
-                    wake_in = left if wake_in is None else min(wake_in, left)
-                waiter.wait(wake_in)
-                woken = True
+        """Wait for a blocked read to be served or to time out
+        (xstream_cli.blocked: storage.blocking's one wait loop)."""
+        from xstream_cli import blocked
+        return blocked.serve(self.store, cmd, args, w)
 
     # ------------------------------------------------------------ script mode
 

@@ -384,3 +384,42 @@ def test_wait_for_change_times_out(store):
     t = time.monotonic()
     assert wait_for_change(store, [b"s"], 0.1) is False
     assert time.monotonic() - t >= 0.1
+
+
+# ============================================================ the one wait loop
+
+
+@pytest.mark.parametrize("inotify", [True, False])
+def test_a_cancelled_wait_ends_at_once_whether_it_sleeps_on_inotify_or_polls(store, monkeypatch, inotify):
+    import threading
+
+    from storage import blocking
+    if not inotify:
+        monkeypatch.setattr(blocking, "_libc", False)       # as where inotify is unavailable: poll
+        monkeypatch.setattr(blocking, "POLL_MAX_S", 30.0)   # a poll step far longer than the test waits
+    canceller = blocking.Canceller()
+    attempts = []
+    threading.Timer(0.3, canceller.cancel).start()
+    t = time.monotonic()
+    with pytest.raises(blocking.Cancelled):
+        blocking.wait_until(store, [b"s"], lambda woken: attempts.append(woken), None, None, canceller)
+    assert time.monotonic() - t < 5
+    assert attempts and attempts[0] is False
+    canceller.close()
+
+
+def test_wait_until_returns_the_first_result_a_write_makes_and_none_at_the_deadline(store):
+    import threading
+
+    from storage import blocking
+    from storage.options import AddOptions, RangeOptions
+
+    def attempt(woken):
+        got = store.run(lambda tx: tx.range(b"s", RangeOptions((0, 0), (2 ** 64 - 1, 2 ** 64 - 1), None)))
+        return list(got) if got else None
+
+    assert blocking.wait_until(store, [b"s"], attempt, 0.2) is None
+    threading.Timer(0.2, lambda: store.run(lambda tx: tx.add(b"s", [b"a", b"1"], AddOptions(id=(5, 0))),
+                                           write=True)).start()
+    got = blocking.wait_until(store, [b"s"], attempt, 30)
+    assert got is not None and got[0][0] == b"5-0"

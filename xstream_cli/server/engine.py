@@ -28,13 +28,15 @@ first (their change counters, storage.blocking) and a change makes EXEC
 answer null and run nothing.
 
 Blocking.  A command that must wait (XREAD / XREADGROUP ... BLOCK with
-nothing to serve, xstream_cli.session.waits) stops its job there; the
+nothing to serve, xstream_cli.blocked.waits) stops its job there; the
 connection then waits in a thread of the blocking pool with the same
-code as the CLI (Session.block: notification files, inotify, fair queue
-of a group), so it wakes on a write by a served client and by any
-``xs`` process alike, and never holds up the event loop or other
-clients.  A wait is cancelled (client gone, server stopping) by setting
-its flag and touching its streams' notification files.
+code as the CLI (xstream_cli.blocked.serve over storage.blocking's one
+wait loop: notification files, inotify, fair queue of a group), so it
+wakes on a write by a served client and by any ``xs`` process alike,
+and never holds up the event loop or other clients.  A wait is
+cancelled (client gone, server stopping) through its Canceller: a pipe
+the wait polls, so it ends at once even when it polls for lack of
+inotify.
 
 One lock (``StoreLock``) serialises the transactions of this process
 (engine and blocked readers' re-checks): LMDB may only resize its map
@@ -46,20 +48,18 @@ import threading
 from functools import partial
 
 from storage import errors
-from storage.blocking import notify
+from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
 from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
+from xstream_cli.blocked import waits
 from xstream_cli.commands import COMMANDS, lookup
-from xstream_cli.session import Session, waits
 
 log = logging.getLogger("xs.serve")
 _FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)
 MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
 
 
-class Cancelled(Exception):
-    """A blocked wait was cancelled (client gone, server stopping)."""
 
 
 class StoreLock:
@@ -397,31 +397,25 @@ def _shareable(it):
 _AUTO = AddOptions()
 
 
-class _BlockCall(Session):
-    """One blocked wait: Session.block with a cancel flag checked at
-    every wake-up."""
+class _BlockCall:
+    """One blocked wait (xstream_cli.blocked.serve) that another thread
+    can end: a client gone, CLIENT KILL, the server stopping.  The
+    Canceller wakes the wait at once, whether it sleeps on inotify or
+    polls, and the wait ends with Cancelled before any further attempt."""
 
     def __init__(self, engine):
-        Session.__init__(self, engine.raw_store.path, "raw", engine.raw_store.durable)
         self.store = engine.store
-        self.cancelled = threading.Event()
+        self.canceller = Canceller()
         self.keys = ()
 
     def block(self, cmd, args, w):
+        from xstream_cli import blocked
         self.keys = list(w.keys)
-        if self.cancelled.is_set():
-            raise Cancelled()
-        return Session.block(self, cmd, args, w)
-
-    def _block_loop(self, w, store, deadline, attempt):
-        def guarded(woken):
-            if self.cancelled.is_set():
-                raise Cancelled()
-            return attempt(woken)
-        return Session._block_loop(self, w, store, deadline, guarded)
+        try:
+            return blocked.serve(self.store, cmd, args, w, cancel=self.canceller)
+        finally:
+            self.canceller.close()
 
     def cancel(self):
-        """Wake the wait (its streams' notification files) and end it."""
-        self.cancelled.set()
-        if self.keys:
-            notify(self.store, self.keys)
+        """End the wait (at once, or before it starts)."""
+        self.canceller.cancel()
