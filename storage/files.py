@@ -229,15 +229,18 @@ def _lstat(dir_fd, name):
         return None
 
 
-def _unsafe(st, kind):
-    """Why an entry of a store (its lstat) must not be used, or None."""
+def unsafe_reason(st, kind, own=True):
+    """Why an entry (its lstat or fstat; ``kind`` "file" or "dir") must
+    not be used, or None: a link is never followed, a file has one name,
+    and (``own``) the entry is this user's.  The rule of the store's
+    files, and of what xs archive keeps in its directory."""
     if stat.S_ISLNK(st.st_mode):
         return "is a symbolic link"
     if kind == "dir" and not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
     if kind == "file" and not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
-    if st.st_uid != os.geteuid():
+    if own and st.st_uid != os.geteuid():
         return "belongs to another user (uid %d)" % st.st_uid
     if kind == "file" and st.st_nlink > 1:
         return "has another hard link"
@@ -279,7 +282,7 @@ def _refuse_unsafe(dir_fd, name, label, kind, err):
     if err.errno in _REFUSED_OPEN[kind]:
         st = _lstat(dir_fd, name)
         if st is not None:
-            raise UnsafeEntry("%s %s" % (label, _unsafe(st, kind) or "cannot be opened"))
+            raise UnsafeEntry("%s %s" % (label, unsafe_reason(st, kind) or "cannot be opened"))
 
 
 def _check_opened(fd, label, kind, strict=True, made=False):
@@ -287,7 +290,7 @@ def _check_opened(fd, label, kind, strict=True, made=False):
     and make it private (``strict``: a failure to do so is an error;
     ``made``: this process just created it, whatever the umask left)."""
     st = os.fstat(fd)
-    why = _unsafe(st, kind)
+    why = unsafe_reason(st, kind)
     if why:
         raise UnsafeEntry("%s %s" % (label, why))
     mode = _narrowed(st.st_mode, kind, made)
@@ -306,7 +309,7 @@ def check_entry(dir_fd, name, label, kind, strict=True):
     st = _lstat(dir_fd, name)
     if st is None:
         return None
-    why = _unsafe(st, kind)
+    why = unsafe_reason(st, kind)
     if why == "has another hard link" and _being_made(dir_fd, name, st):
         why = None
     if why:

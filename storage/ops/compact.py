@@ -60,7 +60,7 @@ import time
 import lmdb
 
 from storage import codec
-from storage.files import NeedsWriteAccess, StoreError, _lstat, _store_dir, _unsafe, take_store_lock
+from storage.files import NeedsWriteAccess, StoreError, _lstat, _store_dir, take_store_lock, unsafe_reason
 from storage.store import MAX_DBS, Store
 
 TEMP_PREFIX = "data.mdb.compact-"
@@ -346,7 +346,7 @@ def _copy_and_replace(path, dir_fd, durable, res):
             store.close()
         # nobody has data.mdb open (the lock is ours alone): replace it
         st = _lstat(dir_fd, "data.mdb")
-        why = _unsafe(st, "file") if st is not None else "is missing"
+        why = unsafe_reason(st, "file") if st is not None else "is missing"
         if why:
             raise CompactError("refusing to compact store %s: data.mdb %s" % (path, why))
         os.rename(tmp, "data.mdb", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

@@ -120,6 +120,7 @@ import urllib.parse
 import uuid
 
 from storage import ids
+from storage.files import unsafe_reason
 from storage.options import RangeOptions, TrimOptions
 
 MANIFEST = "_xs_archive.json"
@@ -180,23 +181,6 @@ def _glob_escape(name):
 
 
 # ------------------------------------------------------------------ the directory
-
-def _why_unsafe(st, kind, own=True):
-    """Why an entry of DIR (its lstat or fstat) must not be used, or None:
-    a link is never followed, a file must have one name, and (``own``)
-    it must belong to this user."""
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if kind == "dir" and not stat.S_ISDIR(st.st_mode):
-        return "is not a directory"
-    if kind == "file" and not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if own and st.st_uid != os.geteuid():
-        return "belongs to another user (uid %d)" % st.st_uid
-    if kind == "file" and st.st_nlink > 1:
-        return "has another hard link"
-    return None
-
 
 class ArchiveDir:
     """The archive directory DIR, opened once; every entry in it is then
@@ -276,12 +260,12 @@ class ArchiveDir:
                 except OSError:
                     st = None
                 if st is not None:
-                    why = _why_unsafe(st, "file")
+                    why = unsafe_reason(st, "file")
                     if why:
                         self._refuse(parts, why)
             raise
         try:
-            why = _why_unsafe(os.fstat(fd), "file")
+            why = unsafe_reason(os.fstat(fd), "file")
             if why:
                 self._refuse(parts, why)
         except BaseException:
@@ -312,11 +296,11 @@ class ArchiveDir:
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        self._refuse(parts[:k + 1], _why_unsafe(st, "dir") or "cannot be opened")
+                        self._refuse(parts[:k + 1], unsafe_reason(st, "dir") or "cannot be opened")
                     raise
                 os.close(fd)
                 fd = nfd
-                why = _why_unsafe(os.fstat(fd), "dir", own)
+                why = unsafe_reason(os.fstat(fd), "dir", own)
                 if why:
                     self._refuse(parts[:k + 1], why)
             return fd
@@ -334,7 +318,7 @@ class ArchiveDir:
         checked again when it is used."""
         st = self.lstat(name)
         if st is not None:
-            why = _why_unsafe(st, kind)
+            why = unsafe_reason(st, kind)
             if why:
                 self._refuse((name,), why)
 
@@ -350,7 +334,7 @@ class ArchiveDir:
         st = self.lstat(name)
         if st is None:
             return
-        why = _why_unsafe(st, "dir")
+        why = unsafe_reason(st, "dir")
         if why:
             self._refuse((name,), why)
         try:
@@ -365,7 +349,7 @@ class ArchiveDir:
         for name in os.listdir(self.fd):
             if name.startswith(MANIFEST + ".tmp-"):
                 st = self.lstat(name)
-                if st is not None and _why_unsafe(st, "file") is None:
+                if st is not None and unsafe_reason(st, "file") is None:
                     try:
                         os.unlink(name, dir_fd=self.fd)
                     except OSError:
@@ -671,7 +655,7 @@ def _do_moves(adir, moves, step):
         try:
             st = adir.lstat(s[-1], sfd) if sfd is not None else None
             if st is not None:
-                why = _why_unsafe(st, "file")
+                why = unsafe_reason(st, "file")
                 if why:
                     adir._refuse(s, why)
                 dfds = [adir.open_dirs(d[:k], create=True, own=not adir.shared) for k in (1, 2)]
@@ -695,7 +679,7 @@ def _do_moves(adir, moves, step):
         finally:
             if dfd is not None:
                 os.close(dfd)
-        if st is None or _why_unsafe(st, "file", own=not adir.shared):
+        if st is None or unsafe_reason(st, "file", own=not adir.shared):
             raise ArchiveError("archive %s: %s is in neither staging nor place; the manifest's pending run cannot "
                                "be finished (was the directory changed by hand?)" % (adir.path, dst))
     os.fsync(adir.fd)

@@ -221,6 +221,8 @@ SURFACE_EXCEPTIONS = {
     ("storage.ops.snapshot", "storage.verbs.dump"): "CorruptStore: the error a dump raises",
     ("storage.ops.snapshot", "storage.verbs.load"): "LoadError, Stats, all_bytes: the one load path's records",
     ("storage.ops.overview", "storage.verbs.trim"): "NODE_ENTRIES: a trim preview cuts where XTRIM ~ cuts",
+    ("storage.spark.archive", "storage.files"):
+        "unsafe_reason: the archive directory is held to the rule of the store's own files",
 }
 
 
