@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from storage import codec  # noqa: E402
-from storage import spark as S  # noqa: E402
 from storage.options import AddOptions, RangeOptions  # noqa: E402
+from storage.spark import source as S  # noqa: E402
 
 
 def _records_batch(schema, stream, values, binary, with_list, name):
