@@ -405,6 +405,9 @@ def check_manifest(doc):
     for name, rec in doc["streams"].items():
         if not isinstance(rec, dict) or not isinstance(rec.get("through"), str) or not _ID_TEXT.match(rec["through"]):
             raise ValueError("stream %r has no archived-through ID" % name)
+        rows = rec.get("rows", 0)
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+            raise ValueError("stream %r's row count is not a count" % name)
         if rec.get("last_run") is not None:
             _check_segment(rec["last_run"], "stream %r's last run" % name)
     pending = doc.get("pending")

@@ -193,6 +193,7 @@ def test_a_manifest_written_by_another_user_is_never_obeyed(top):
     ("moves", lambda victim: [["_staging/other-run/data/stream=ev/x.parquet",
                                "stream=ev/date=1970-01-01/1-0_2-0.parquet"]]),
     ("through", lambda victim: "99999999999999999999999-0"),
+    ("rows", lambda victim: "20"),
 ])
 def test_a_manifest_with_paths_outside_the_directory_or_malformed_fields_is_refused(tmp_path, bad):
     db = tmp_path / "store"
@@ -206,7 +207,7 @@ def test_a_manifest_with_paths_outside_the_directory_or_malformed_fields_is_refu
     if key == "moves":
         doc["pending"]["moves"] = value(str(victim))
     else:
-        doc["streams"]["ev"]["through"] = value(str(victim))
+        doc["streams"]["ev"][key] = value(str(victim))
     (d / arch.MANIFEST).write_text(json.dumps(doc))
     os.chmod(d / arch.MANIFEST, 0o600)
     before = entries(db)
