@@ -41,7 +41,7 @@ not watch are read and ignored.
 
 The race rule: arm first, then check, then wait.  A change committed
 after the watch is armed always wakes the waiter, so a caller that
-re-checks after arming (``Session.block`` does) never misses one.
+re-checks after arming (``wait_until`` does) never misses one.
 """
 import _thread
 import os
