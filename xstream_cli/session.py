@@ -27,7 +27,7 @@ from storage import errors
 from storage.errors import RedisError
 from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.blocked import Wait, waits  # noqa: F401 (Wait: re-exported)
+from xstream_cli.blocked import waits
 from xstream_cli.commands import lookup
 from xstream_cli.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line

@@ -273,12 +273,12 @@ class ArchiveDir:
             raise
         return fd
 
-    def open_dirs(self, parts, create, own=True, base=None):
+    def open_dirs(self, parts, create, own=True):
         """The directory DIR/parts..., each component opened without
         following a link (made 0700 if missing and ``create``) and checked
         to be a directory (``own``: of this user's); the caller closes the
         descriptor.  None when missing and not ``create``."""
-        fd = os.dup(self.fd if base is None else base)
+        fd = os.dup(self.fd)
         try:
             for k, name in enumerate(parts):
                 if create:
@@ -305,11 +305,7 @@ class ArchiveDir:
                     self._refuse(parts[:k + 1], why)
             return fd
         except BaseException:
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            os.close(fd)
             raise
 
     def check_entry(self, name, kind):
