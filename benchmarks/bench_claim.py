@@ -11,7 +11,7 @@ each iteration re-arms the PEL -- N - k entries IDLE 50, k random entries
     XREADGROUP GROUP g c2 COUNT 1000 CLAIM 1000 STREAMS s >
     XAUTOCLAIM s g c3 1000 0 COUNT 1000
 
-through ``xstream_cli.session.Session(db, "raw").execute``, once with the
+through ``xstream_cli.execution.session.Session(db, "raw").execute``, once with the
 durable default (fsync on commit) and once with --no-sync.  Bar (SPEC 5):
 XREADGROUP CLAIM under 10 ms.  A redis-server 7.0 runs XAUTOCLAIM in the
 same scenario as a reference (7.0 has no CLAIM option); its times include
@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 
 from storage.errors import RedisError  # noqa: E402
 from xstream_cli.commands import lookup  # noqa: E402
-from xstream_cli.session import Session  # noqa: E402
+from xstream_cli.execution.session import Session  # noqa: E402
 
 CLAIM = [b"XREADGROUP", b"GROUP", b"g", b"c2", b"COUNT", b"1000", b"CLAIM", b"1000", b"STREAMS", b"s", b">"]
 AUTOCLAIM = [b"XAUTOCLAIM", b"s", b"g", b"c3", b"1000", b"0", b"COUNT", b"1000"]

@@ -42,7 +42,7 @@ def build(db, n, groups=True):
         done += k
     s.close()
     if groups:
-        from xstream_cli.session import Session
+        from xstream_cli.execution.session import Session
         ses = Session(db, "json", durable=False)
         ses.execute([b"XGROUP", b"CREATE", b"events", b"g", b"0"])
         ses.execute([b"XREADGROUP", b"GROUP", b"g", b"c1", b"COUNT", b"%d" % (n // 10),

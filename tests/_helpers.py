@@ -4,7 +4,7 @@ check that the three PEL indexes agree."""
 from storage import codec
 from storage.errors import RedisError
 from xstream_cli.commands import lookup
-from xstream_cli.render import to_jsonable
+from xstream_cli.output.render import to_jsonable
 
 
 def _b(a):

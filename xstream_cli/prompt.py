@@ -244,7 +244,7 @@ def complete_words(words, current, names):
         placeholder = positional[len(args)]
     cands = []
     enc = _unword
-    from xstream_cli.pretty import token as dec  # a name as typed: bare, or quoted with escapes
+    from xstream_cli.output.pretty import token as dec  # a name as typed: bare, or quoted with escapes
     key = enc(args[0]) if positional[:1] == ["key"] and args else None
     if placeholder in ("key", "newkey"):
         cands = [dec(n) for n in names.stream_names()]
@@ -309,7 +309,7 @@ def _prompt_text(s):
 
 def run(g):
     """The prompt on the store ``g`` names, until Ctrl-D / quit / exit."""
-    from xstream_cli.session import open_session
+    from xstream_cli.execution.session import open_session
     s = open_session(g, context.resolve_mode(g.mode))
     if os.environ.get("TERM", "") != "dumb" and sys.stdout.isatty():
         try:

@@ -34,7 +34,7 @@ def run_one(g, argv):
     except RedisError as e:
         _error(mode, e, argv)
         return EXIT_ERROR
-    from xstream_cli.session import open_session
+    from xstream_cli.execution.session import open_session
     s = open_session(g, mode, reads_only=_reads_only(argv))
     repeat = g.repeat or 1
     status = EXIT_OK
@@ -69,7 +69,7 @@ def _error(mode, e, argv, render=None):
     closest command name (unknown command)."""
     if mode == "json":
         if render is None:
-            from xstream_cli.render import RENDERERS
+            from xstream_cli.output.render import RENDERERS
             render = RENDERERS["json"]
         out = render(e)
     elif mode == "raw":
@@ -142,7 +142,7 @@ def _help_request(argv):
 def run_script(g):
     """Script mode: one command per line on stdin."""
     from storage.txn import StoreFailure
-    from xstream_cli.session import open_session
+    from xstream_cli.execution.session import open_session
     s = open_session(g, context.resolve_mode(g.mode))
     try:
         return s.run_script(0, sys.stdout.buffer)

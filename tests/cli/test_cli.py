@@ -12,7 +12,7 @@ from storage.errors import RedisError
 from tests._helpers import dump
 from xstream_cli import __version__
 from xstream_cli.app import cli
-from xstream_cli.session import Session
+from xstream_cli.execution.session import Session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XS = [sys.executable, "-m", "xstream_cli"]

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from storage.ops import snapshot
 from xstream_cli.app import cli
-from xstream_cli.session import Session
+from xstream_cli.execution.session import Session
 
 NOW = 1700000000000
 

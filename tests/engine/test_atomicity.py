@@ -232,7 +232,7 @@ def test_a_failing_command_in_a_batch_changes_nothing_and_the_others_commit(tmp_
     """Script mode: the whole sequence in one transaction, through the
     script-mode batch code (bulk-ingest path included), a command at a
     time so the databases can be compared around each."""
-    from xstream_cli.session import Session, _Batch
+    from xstream_cli.execution.session import Session, _Script
     db = tmp_path_factory.mktemp("batch") / "db"
     store = open_store(db)
     session = Session(str(db), "json")
@@ -243,7 +243,7 @@ def test_a_failing_command_in_a_batch_changes_nothing_and_the_others_commit(tmp_
         def batch(tx):
             for line in seq:
                 before = full_dump(store, tx._lt)
-                b = _Batch(session, tx, 0).run([line.encode()], 0)
+                b = _Script(session, tx, 0).run([line.encode()], 0)
                 assert b.blocked is None
                 if b.failed:
                     assert full_dump(store, tx._lt) == before, (line, b.replies)

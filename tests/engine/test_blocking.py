@@ -253,7 +253,7 @@ def test_xreadgroup_claim_block_times_out_when_nothing_becomes_claimable(db):
 
 CONSUMER = r"""
 import sys
-from xstream_cli.session import Session
+from xstream_cli.execution.session import Session
 s = Session(sys.argv[1], "raw")
 name = sys.argv[2].encode()
 while True:

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from storage import Store
 from storage.txn import Txn
-from xstream_cli.resp import encode
 from xstream_cli.server.engine import Engine, Job, item_for
+from xstream_cli.server.resp import encode
 
 CLOCK = 1_700_000_000_000
 IDS = [b"1-%d" % k for k in range(1, 13)]

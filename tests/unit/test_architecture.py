@@ -334,7 +334,7 @@ def test_storage_never_imports_the_command_line():
 
 def test_the_server_never_imports_the_clis_session_runner_or_app():
     bad = [(a, b) for a, b in _edges("xstream_cli.server")
-           if b in ("xstream_cli.session", "xstream_cli.runner", "xstream_cli.app", "xstream_cli.prompt")]
+           if b in ("xstream_cli.execution.session", "xstream_cli.runner", "xstream_cli.app", "xstream_cli.prompt")]
     assert not bad, bad
 
 
@@ -361,11 +361,38 @@ def test_each_engine_folder_says_what_it_owns_and_who_may_import_it():
 
 def test_blocked_reads_wait_in_the_one_wait_loop():
     """Script mode, the prompt and xs serve serve a blocked read through
-    xstream_cli.blocked, which waits in storage.blocking.wait_until; no
+    xstream_cli.execution.blocked, which waits in storage.blocking.wait_until; no
     other module of those arms a Waiter of its own."""
     for path, src in _sources("xstream_cli"):
         if path in ("xstream_cli/porcelain/tail.py", "xstream_cli/porcelain/worker.py"):
             continue                    # their loops print and schedule: they still drive a Waiter
         assert "Waiter(" not in src, path
-    src = open(os.path.join(ROOT, "xstream_cli", "blocked.py")).read()
+    src = open(os.path.join(ROOT, "xstream_cli", "execution", "blocked.py")).read()
     assert "wait_until(" in src
+
+
+def test_commands_run_in_batches_through_the_one_driver():
+    """Script mode and xs serve run many commands in one transaction
+    through xstream_cli.execution.batch alone: nothing else in the command
+    line adds runs of entries or shares a savepoint among commands."""
+    users = set()
+    for path, src in _sources("xstream_cli"):
+        if "add_auto_many(" in src or ".shared(" in src:
+            users.add(path)
+    assert users == {"xstream_cli/execution/batch.py"}
+    for path in ("xstream_cli/execution/session.py", "xstream_cli/server/engine.py"):
+        src = open(os.path.join(ROOT, path)).read()
+        assert "Batch(" in src, path
+
+
+def test_every_package_of_the_source_tree_is_installed_by_pyproject():
+    """``pip install .`` (not editable) installs only the packages named
+    in pyproject.toml: a folder left out would be missing on a user's
+    machine while every test here passes from the source tree."""
+    import tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {os.path.relpath(os.path.dirname(p), ROOT).replace(os.sep, ".")
+             for d in ("storage", "xstream_cli")
+             for p in glob.glob(os.path.join(ROOT, d, "**", "__init__.py"), recursive=True)}
+    assert listed == found

@@ -1,4 +1,4 @@
-"""Pretty output (xstream_cli/pretty.py) and the one terminal escaping
+"""Pretty output (xstream_cli/output/pretty.py) and the one terminal escaping
 (render.escape_text): nothing stored reaches a terminal raw, values are
 wrapped not cut, quoted when empty or spaced, times and idle times are
 readable, every command's reply has a rendering of its own (no nested
@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from storage.errors import RedisError
-from xstream_cli.pretty import FIRST_CHUNK, Writer, cells, duration, id_time, token, write_pretty
-from xstream_cli.render import escape_text, terminal_text
-from xstream_cli.reply import Map, Status
+from xstream_cli.output.pretty import FIRST_CHUNK, Writer, cells, duration, id_time, token, write_pretty
+from xstream_cli.output.render import escape_text, terminal_text
+from xstream_cli.output.reply import Map, Status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XS = [sys.executable, "-m", "xstream_cli"]

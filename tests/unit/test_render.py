@@ -1,13 +1,13 @@
-"""xstream_cli.render: raw / no-raw output byte-identical to redis-cli
+"""xstream_cli.output.render: raw / no-raw output byte-identical to redis-cli
 7.0.15 (transcripts in the research notes), and the JSON lines mode."""
 import json
 
 import pytest
 
 from storage.errors import RedisError
-from xstream_cli.render import json as render_json
-from xstream_cli.render import noraw, quote, raw
-from xstream_cli.reply import OK, Map, Status
+from xstream_cli.output.render import json as render_json
+from xstream_cli.output.render import noraw, quote, raw
+from xstream_cli.output.reply import OK, Map, Status
 
 EVAL_MIX = [1, None, [], [b"a", [], [None]], b"x", Status("OK"), -5, b""]
 

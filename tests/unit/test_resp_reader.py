@@ -1,4 +1,4 @@
-"""The request reader of ``xs serve`` (xstream_cli.resp.RequestParser)
+"""The request reader of ``xs serve`` (xstream_cli.server.resp.RequestParser)
 gives back exactly the commands a client encoded, however the bytes are
 cut into reads: its fast path (whole requests found with one split on
 CRLF, argument headers checked against a table) and its general loop
@@ -7,7 +7,7 @@ must agree.  An argument over the bulk limit is a protocol error."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xstream_cli.resp import ProtocolError, RequestParser
+from xstream_cli.server.resp import ProtocolError, RequestParser
 
 # arguments that stress the fast path: empty, CRLF inside, things that look
 # like headers, and lengths around the header table's 4 KB edge

@@ -8,7 +8,7 @@ from storage.ids import MAX_ID, fmt, parse_id, parse_range_id
 from storage.options import AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions
 from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.commands.streams import _ids, parse_ids_block, parse_read, read_reply
-from xstream_cli.reply import OK, Status
+from xstream_cli.output.reply import OK, Status
 
 XGROUP_HELP = [
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

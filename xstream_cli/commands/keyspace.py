@@ -3,7 +3,7 @@
 *args)`` makes the call and returns the reply value."""
 from storage import errors
 from xstream_cli.commands.parsing import ll, string2ll
-from xstream_cli.reply import OK, Map, Status
+from xstream_cli.output.reply import OK, Map, Status
 
 
 def parse_del(argv):

@@ -5,7 +5,7 @@ Each command is a pair: ``parse_<cmd>(argv)`` -- the grammar is its
 docstring -- checks the arguments without touching the store and
 returns the arguments of one engine verb (storage.txn.Txn); ``<cmd>(tx,
 *args)`` makes that one call and returns the reply value
-(xstream_cli/reply.py).  An error Redis raises only after its key lookup
+(xstream_cli/output/reply.py).  An error Redis raises only after its key lookup
 is deferred into the options (storage.options).
 """
 from storage import errors
@@ -24,7 +24,7 @@ from storage.options import (
     TrimOptions,
 )
 from xstream_cli.commands.parsing import deferring, ll
-from xstream_cli.reply import OK, Map, Status
+from xstream_cli.output.reply import OK, Map, Status
 
 POLICIES = {b"KEEPREF": KEEPREF, b"DELREF": DELREF, b"ACKED": ACKED}
 DEFAULT_APPROX_LIMIT = 100 * 100   # 100 x stream-node-max-entries

@@ -64,8 +64,8 @@ import click
 from storage.ids import MAX_ID, MIN_ID
 from storage.options import IdsOptions, RangeOptions, ReadOptions
 from xstream_cli import context
-from xstream_cli.render import escape_text as _escaped
-from xstream_cli.render import terminal_text as _text  # one owner of terminal escaping
+from xstream_cli.output.render import escape_text as _escaped
+from xstream_cli.output.render import terminal_text as _text  # one owner of terminal escaping
 
 BATCH = 1000                   # entries per read transaction while following
 _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
@@ -83,7 +83,7 @@ def raw_token(b, name=False):
     if b and all(c in (_BARE_NAME if name else _BARE) for c in b):
         return b
     if b.isascii():
-        from xstream_cli.render import quote
+        from xstream_cli.output.render import quote
         return quote(b)
     t = b.decode("utf-8", "surrogateescape")
     stop = _NOT_BARE_NAME if name else _NOT_BARE

@@ -1,6 +1,6 @@
 """``xs serve``: a RESP2/RESP3 server over an xs store (core.py: the
 connections and server commands; engine.py: the engine thread, group
-commit and blocked reads; xstream_cli.resp: the wire format).
+commit and blocked reads; xstream_cli.server.resp: the wire format).
 
 ``serve(store, config)`` runs until SIGTERM or SIGINT, then drains and
 returns 0.

@@ -24,9 +24,9 @@ import time
 from storage import errors
 from storage.errors import RedisError
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
-from xstream_cli.reply import OK, Map, Status
-from xstream_cli.resp import NULL_ARRAY, ProtocolError, RequestParser, Verbatim, encode
+from xstream_cli.output.reply import OK, Map, Status
 from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
+from xstream_cli.server.resp import NULL_ARRAY, ProtocolError, RequestParser, Verbatim, encode
 
 log = logging.getLogger("xs.serve")
 

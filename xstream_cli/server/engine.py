@@ -9,7 +9,7 @@ commit that made it durable.  While it commits, requests pile up and
 make the next batch.  The transaction has savepoints (storage.txn):
 each write verb is atomic on its own, so a command that fails changes
 nothing and does not affect the other commands of the batch (script
-mode's rule, xstream_cli.session).  A batch of reads only is run in a
+mode's rule, xstream_cli.execution.session).  A batch of reads only is run in a
 read transaction (no fsync).
 
 Why a thread of its own, not the event loop's: a write transaction
@@ -28,9 +28,9 @@ first (their change counters, storage.blocking) and a change makes EXEC
 answer null and run nothing.
 
 Blocking.  A command that must wait (XREAD / XREADGROUP ... BLOCK with
-nothing to serve, xstream_cli.blocked.waits) stops its job there; the
+nothing to serve, xstream_cli.execution.blocked.waits) stops its job there; the
 connection then waits in a thread of the blocking pool with the same
-code as the CLI (xstream_cli.blocked.serve over storage.blocking's one
+code as the CLI (xstream_cli.execution.blocked.serve over storage.blocking's one
 wait loop: notification files, inotify, fair queue of a group), so it
 wakes on a write by a served client and by any ``xs`` process alike,
 and never holds up the event loop or other clients.  A wait is
@@ -45,18 +45,15 @@ when no transaction of the process is open.
 import logging
 import queue
 import threading
-from functools import partial
 
 from storage import errors
 from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
-from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.blocked import waits
 from xstream_cli.commands import COMMANDS, lookup
+from xstream_cli.execution.batch import Batch
 
 log = logging.getLogger("xs.serve")
-_FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)
 MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
 
 
@@ -174,7 +171,7 @@ class Engine:
     def _run_batch(self, batch):
         write = any(j.write for j in batch)
         try:
-            results = self.store.run(lambda tx: _BatchRun(tx).run(batch), write=write, savepoints=write)
+            results = self.store.run(lambda tx: _run_jobs(tx, batch), write=write, savepoints=write)
         except (StoreFailure, Aborted, Retry) as e:
             log.error("transaction failed: %s", e)
             err = RedisError("ERR %s" % (e,))
@@ -236,169 +233,44 @@ def answer(done):
             log.exception("answering a client failed")
 
 
-class _BatchRun:
-    """The jobs of one group commit, run in the transaction ``tx``.
+def _run_jobs(tx, batch):
+    """The jobs of one group commit, run through one Batch (the one
+    driver, xstream_cli.execution.batch): runs of plain XADDs and of
+    XREADGROUP/XACK span jobs.  Returns each job's (replies, blocked)."""
+    b = Batch(tx, log=log)
+    out = [_job(b, tx, j) for j in batch]
+    b.flush()
+    return out
 
-    Two kinds of run, even across jobs, are run together; their replies
-    are filled in when the run is flushed, which happens before any other
-    command runs, so every command sees the writes before it:
 
-    - plain ``XADD key * field value ...`` (the bulk of a producer load):
-      added with one engine call (``Txn.add_auto_many``, as script mode
-      does);
-    - XREADGROUP without BLOCK and XACK (the loop of a pool of workers):
-      run under one savepoint (``Txn.shared``), so the stream, group and
-      consumer records they share are read and written back once.
-
-    Either way, when a command of the run fails, the run is undone and its
-    commands are run again one by one, each all or nothing: the replies
-    and the store are those of running them one by one from the start."""
-
-    def __init__(self, tx):
-        self.tx = tx
-        self.run_kind = None         # _ADDS or _SHARED: what run_items holds
-        self.run_items = []          # (replies list, index, (key, fields) or Item) of the pending run
-
-    def run(self, batch):
-        out = [self._job(j) for j in batch]
-        self._flush()
-        return out
-
-    def _join(self, kind, entry):
-        if self.run_kind is not kind:
-            self._flush()
-            self.run_kind = kind
-        self.run_items.append(entry)
-
-    def _flush(self):
-        run = self.run_items
-        if not run:
-            return
-        self.run_items = []
-        if self.run_kind is _ADDS:
-            self._flush_adds(run)
+def _job(b, tx, job):
+    replies = []
+    if job.exec_ and job.watched:
+        b.flush()
+        now = tx.change_counters(list(job.watched))
+        if list(job.watched.values()) != list(now):
+            return None, None            # EXEC answers null
+    for i, it in enumerate(job.items):
+        replies.append(it.reply)
+        if it.reply is not None:
+            continue
+        if it.plain_add is not None:
+            b.add(replies, i, *it.plain_add)
+        elif it.fn is not None:
+            b.call(replies, i, it.fn)
         else:
-            self._flush_shared(run)
-
-    def _flush_adds(self, run):
-        try:
-            ids = self.tx.add_auto_many([x[2] for x in run])
-        except RedisError:
-            ids = None
-        if ids is not None:
-            for (replies, i, _), r in zip(run, ids):
-                replies[i] = r
-            return
-        for replies, i, (key, fields) in run:     # one by one, each all or nothing
-            try:
-                replies[i] = b"%d-%d" % self.tx.add(key, fields, _AUTO)
-            except RedisError as e:
-                replies[i] = e
-
-    def _flush_shared(self, run):
-        tx = self.tx
-        results = None
-        if len(run) > 1:
-            try:
-                results = tx.shared([partial(_call, tx, it) for _, _, it in run])
-            except _FATAL:
-                raise
-            except Exception:        # a bug: rolled back; one by one finds the command
-                log.exception("shared run failed")
-        if results is not None:
-            for (replies, i, _), r in zip(run, results):
-                replies[i] = r
-            return
-        for replies, i, it in run:                # one by one, each all or nothing
-            replies[i] = _one(tx, it)
-
-    def _job(self, job):
-        tx = self.tx
-        replies = []
-        if job.exec_ and job.watched:
-            self._flush()
-            now = tx.change_counters(list(job.watched))
-            if list(job.watched.values()) != list(now):
-                return None, None            # EXEC answers null
-        for i, it in enumerate(job.items):
-            if it.reply is not None:
-                replies.append(it.reply)
-                continue
-            if it.plain_add is not None:
-                replies.append(None)
-                self._join(_ADDS, (replies, i, it.plain_add))
-                continue
-            if not job.exec_ and _shareable(it):
-                replies.append(None)
-                self._join(_SHARED, (replies, i, it))
-                continue
-            self._flush()
-            r = _one(tx, it, may_wait=not job.exec_)
-            if type(r) is _Blocked:
-                return replies, (i,) + r.wait
-            replies.append(r)
-        return replies, None
+            w = b.run(replies, i, it.cmd, it.args, wait=not job.exec_, share=not job.exec_)
+            if w is not None:
+                replies.pop()
+                return replies, (i,) + w
+    return replies, None
 
 
-def _call(tx, it):
-    """Run the engine command of ``it``: its reply (errors raised)."""
-    if it.fn is not None:
-        return it.fn(tx)
-    cmd = it.cmd
-    return cmd.run(tx, *_prepared(tx, it))
-
-
-def _prepared(tx, it):
-    cmd = it.cmd
-    return cmd.prepare(tx, *it.args) if cmd.prepare is not None else it.args
-
-
-class _Blocked:
-    """A blocking read that must wait: ``wait`` = (cmd, args, Wait)."""
-    __slots__ = ("wait",)
-
-    def __init__(self, wait):
-        self.wait = wait
-
-
-def _one(tx, it, may_wait=False):
-    """The reply of ``it`` run on its own (a RedisError as the reply);
-    with ``may_wait``, a _Blocked when it is a blocking read that must
-    wait (outside MULTI)."""
-    try:
-        if not (may_wait and it.fn is None and it.cmd.blocking):
-            return _call(tx, it)
-        cmd = it.cmd
-        a = _prepared(tx, it)
-        r = cmd.run(tx, *a)
-        w = waits(cmd, a) if r is None else None
-        return r if w is None else _Blocked((cmd, a, w))
-    except RedisError as e:
-        return e
-    except _FATAL:
-        raise
-    except Exception as e:         # a bug: its savepoint was rolled back
-        log.exception("command failed")
-        return errors.internal(e)
-
-
-_ADDS, _SHARED = "adds", "shared"
 _XADD = COMMANDS[b"XADD"]
-_XREADGROUP = COMMANDS[b"XREADGROUP"]
-_XACK = COMMANDS[b"XACK"]
-
-
-def _shareable(it):
-    """XACK, and XREADGROUP without BLOCK (it never waits)."""
-    cmd = it.cmd
-    return cmd is _XACK or (cmd is _XREADGROUP and it.args[0].block is None)
-
-
-_AUTO = AddOptions()
 
 
 class _BlockCall:
-    """One blocked wait (xstream_cli.blocked.serve) that another thread
+    """One blocked wait (xstream_cli.execution.blocked.serve) that another thread
     can end: a client gone, CLIENT KILL, the server stopping.  The
     Canceller wakes the wait at once, whether it sleeps on inotify or
     polls, and the wait ends with Cancelled before any further attempt."""
@@ -409,7 +281,7 @@ class _BlockCall:
         self.keys = ()
 
     def block(self, cmd, args, w):
-        from xstream_cli import blocked
+        from xstream_cli.execution import blocked
         self.keys = list(w.keys)
         try:
             return blocked.serve(self.store, cmd, args, w, cancel=self.canceller)

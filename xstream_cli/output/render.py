@@ -12,7 +12,7 @@ C1 controls and bytes that are not UTF-8 are escaped, never written raw.
 """
 from storage.codec import Entries
 from storage.errors import RedisError
-from xstream_cli.reply import Map, Status
+from xstream_cli.output.reply import Map, Status
 
 # --------------------------------------------------------------------- raw
 

@@ -1,7 +1,7 @@
 """A blocked read, served: XREAD / XREADGROUP ... BLOCK whose first
 attempt found nothing, retried whenever one of its streams changes until
 it serves something or its timeout passes.  One implementation for every
-caller: script mode and the prompt (xstream_cli.session), and xs serve's
+caller: script mode and the prompt (xstream_cli.execution.session), and xs serve's
 blocked clients (xstream_cli.server.engine, with a Canceller for a
 client that goes away).  The waiting itself is storage.blocking's one
 wait loop (``wait_until``); this module adds what a command needs on top:
@@ -9,7 +9,7 @@ the dry run that spares a write transaction on wake-ups that serve
 nothing, the fair queue among a group's consumers, and CLAIM's wake-up
 when an entry becomes idle enough.
 
-Who imports it: xstream_cli.session and xstream_cli.server.engine.
+Who imports it: xstream_cli.execution.session and xstream_cli.server.engine.
 """
 import time
 

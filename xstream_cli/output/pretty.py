@@ -29,8 +29,8 @@ import sys
 import time
 
 from storage.errors import RedisError
-from xstream_cli.render import escape_text
-from xstream_cli.reply import Map, Status
+from xstream_cli.output.render import escape_text
+from xstream_cli.output.reply import Map, Status
 
 FIRST_CHUNK = 32          # entries formatted before the first flush (and column widths measured)
 CHUNK_BYTES = 1 << 16     # flush at least this often

@@ -8,7 +8,7 @@ request is a ``ProtocolError`` (the server answers it and closes the
 connection, as Redis does).
 
 Replies: ``encode(reply, proto)`` writes one reply value of the reply
-model (xstream_cli.reply: the same values the renderers print) to the
+model (xstream_cli.output.reply: the same values the renderers print) to the
 wire.  RESP3 sends maps as maps and nulls as ``_``; RESP2 sends a map as
 the flat array or the array of pairs the map says (``Map.flat``), and a
 null as a null bulk string, except in XREAD / XREADGROUP replies where
@@ -16,7 +16,7 @@ Redis sends null arrays (``array_null``).
 """
 from storage.codec import Entries
 from storage.errors import RedisError
-from xstream_cli.reply import Map, Status
+from xstream_cli.output.reply import Map, Status
 
 MAX_BULK = 512 << 20            # proto-max-bulk-len
 MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this

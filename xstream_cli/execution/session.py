@@ -25,16 +25,14 @@ from itertools import islice
 
 from storage import errors
 from storage.errors import RedisError
-from storage.options import AddOptions
-from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.blocked import waits
 from xstream_cli.commands import lookup
-from xstream_cli.render import RENDERERS
+from xstream_cli.execution.batch import FATAL, Added, Batch
+from xstream_cli.execution.blocked import waits
+from xstream_cli.output.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
 BATCH_BYTES = 8 << 20          # read at most this much before a commit
 MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-max-bulk-len)
-_FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
 
 
 class Session:
@@ -46,7 +44,7 @@ class Session:
         self.durable = durable
         self._store = None
         if mode == "pretty":
-            from xstream_cli.pretty import render_pretty
+            from xstream_cli.output.pretty import render_pretty
             self.render = render_pretty
         else:
             self.render = RENDERERS[mode]
@@ -73,7 +71,7 @@ class Session:
             out = sys.stdout.buffer
         try:
             if self.mode == "pretty":
-                from xstream_cli.pretty import write_pretty
+                from xstream_cli.output.pretty import write_pretty
                 write_pretty(reply, out)
             else:
                 out.write(self.render(reply))
@@ -112,7 +110,7 @@ class Session:
             args, r = self.store.run(run, write=cmd.write)
         except RedisError as e:
             return e
-        except _FATAL:
+        except FATAL:
             raise
         except Exception as e:     # a bug: the transaction was aborted
             return errors.internal(e)
@@ -124,8 +122,8 @@ class Session:
 
     def block(self, cmd, args, w):
         """Wait for a blocked read to be served or to time out
-        (xstream_cli.blocked: storage.blocking's one wait loop)."""
-        from xstream_cli import blocked
+        (xstream_cli.execution.blocked: storage.blocking's one wait loop)."""
+        from xstream_cli.execution import blocked
         return blocked.serve(self.store, cmd, args, w)
 
     # ------------------------------------------------------------ script mode
@@ -255,7 +253,7 @@ class Session:
         # remaining repetitions still run (self._repeat starts at n)
         while (start < n or self._repeat is not None) and not self.quit:
             write = not self.store.readonly      # a read-only store: reads answer, writes are refused
-            b = self.store.run(lambda tx: _Batch(self, tx, plain).run(lines, start, self._repeat),
+            b = self.store.run(lambda tx: _Script(self, tx, plain).run(lines, start, self._repeat),
                                write=write, savepoints=write)
             start, self._repeat = b.next, b.repeat_left
             self.failed |= b.failed
@@ -271,19 +269,21 @@ class Session:
                 out.flush()
 
 
-class _Batch:
-    """One script-mode batch: lines run in the transaction ``tx`` (with
-    savepoints) until one blocks."""
+class _Script:
+    """One script-mode batch: lines run through one Batch (the one driver,
+    xstream_cli.execution.batch) in the transaction ``tx`` until one
+    blocks; their replies are rendered once the batch's runs are flushed."""
 
     def __init__(self, session, tx, plain):
-        self.tx = tx
         self.plain = plain
         self.render = session.render
         self.message = session.message
         store = session.store
-        self.read_only = (store.why_read_only or "it is open read-only") if store.readonly else None
-        self.fast_ids = None if self.read_only else _FAST_IDS.get(session.mode)
-        self.replies = []
+        read_only = (store.why_read_only or "it is open read-only") if store.readonly else None
+        self.batch = Batch(tx, read_only)
+        self.fast_ids = None if read_only else _FAST_IDS.get(session.mode)
+        self.vals = []               # reply values, in order (_Text: a message, not a reply)
+        self.replies = []            # the rendered replies, once stopped
         self.failed = False
         self.next = 0                # the next line to run
         self.blocked = None          # (cmd, args, Wait) of the line that must wait
@@ -291,14 +291,43 @@ class _Batch:
         self.quit = False
 
     def _stop(self, i, blocked=None, repeat_left=None):
+        self.batch.flush()
+        self._render()
         self.next, self.blocked, self.repeat_left = i, blocked, repeat_left
         return self
+
+    def _render(self):
+        render, app = self.render, self.replies.append
+        failed = False
+        for v in self.vals:
+            t = type(v)
+            if t is _Text:
+                app(v)
+            elif t is Added:
+                if self.fast_ids is not None and all(type(x) is bytes for x in v):
+                    app(self.fast_ids(v))
+                    continue
+                for x in v:
+                    failed = failed or isinstance(x, RedisError)
+                    app(render(x))
+            else:
+                failed = failed or isinstance(v, RedisError)
+                app(render(v))
+        self.vals = []
+        self.failed |= failed
+
+    def _added(self, run):
+        """Hand a run of plain XADDs to the driver (one reply slot)."""
+        if run:
+            self.vals.append(None)
+            self.batch.add_many(self.vals, len(self.vals) - 1, run)
+        return []
 
     def run(self, lines, start, repeat=None):
         """Run lines from ``start`` (first the rest of a repeated line cut
         by a block, ``repeat``) until the end or a line that blocks.
         Returns self: replies, next, blocked, repeat_left, failed, quit."""
-        app = self.replies.append
+        vals = self.vals
         run = []                     # a run of plain "XADD key * f v ..." lines
         i = start
         n = len(lines)
@@ -321,7 +350,7 @@ class _Batch:
                     continue
                 i -= 1
                 break
-            self._flush_run(run)
+            run = self._added(run)
         while i < n:
             line = lines[i]
             i += 1
@@ -331,22 +360,22 @@ class _Batch:
                 try:
                     argv = split_line(line)
                 except SplitError:
-                    self._flush_run(run)
-                    app(self.message("Invalid argument(s)"))
+                    run = self._added(run)
+                    vals.append(_Text(self.message("Invalid argument(s)")))
                     self.failed = True
                     continue
             if not argv:
                 continue
             if argv[0].lower() in _QUIT:             # redis-cli ends the script here
-                self._flush_run(run)
+                self._added(run)
                 self.quit = True
                 return self._stop(n)
             if len(argv) > 1:
                 times = _repeat_count(argv[0])
                 if times is not None:                # "3 XADD s * f v": a repeat count
-                    self._flush_run(run)
+                    run = self._added(run)
                     if times <= 0:
-                        app(self.message("Invalid redis-cli repeat command option value."))
+                        vals.append(_Text(self.message("Invalid redis-cli repeat command option value.")))
                         continue
                     stopped = self._repeated(argv[1:], times, i)
                     if stopped is not None:
@@ -357,11 +386,11 @@ class _Batch:
                     and argv[0].upper() == b"XADD":
                 run.append((argv[1], argv[3:]))
                 continue
-            self._flush_run(run)
+            run = self._added(run)
             blocked = self._one(argv)
             if blocked is not None:
                 return self._stop(i, blocked)
-        self._flush_run(run)
+        self._added(run)
         return self._stop(i)
 
     def _repeated(self, argv, times, nxt):
@@ -376,56 +405,29 @@ class _Batch:
 
     def _one(self, argv):
         """Run one command; returns (cmd, args, Wait) if it must block."""
+        vals = self.vals
+        k = len(vals)
+        vals.append(None)
         try:
             cmd = lookup(argv)
             args = cmd.parse(argv)
-            if cmd.write and self.read_only:
-                raise errors.read_only(self.read_only)
-            if cmd.prepare is not None:
-                args = cmd.prepare(self.tx, *args)
-            r = cmd.run(self.tx, *args)
-            if r is None:
-                w = waits(cmd, args)
-                if w is not None:
-                    return cmd, args, w
         except RedisError as e:
-            r = e
-        except _FATAL:
+            vals[k] = e
+            return None
+        except FATAL:
             raise
-        except Exception as e:      # a bug: its savepoint was rolled back
-            r = errors.internal(e)
-        if isinstance(r, RedisError):
-            self.failed = True
-        self.replies.append(self.render(r))
-        return None
-
-    def _flush_run(self, run):
-        """Add a run of plain XADDs in one verb; if that fails (an
-        exhausted ID space), add them one by one, each all or nothing."""
-        if not run:
-            return
-        items = list(run)
-        run.clear()
-        try:
-            ids = self.tx.add_auto_many(items)
-        except RedisError:
-            ids = None
-        if ids is not None:
-            self.replies.append(self.fast_ids(ids))
-            return
-        for name, fields in items:
-            if type(fields) is bytes:
-                fields = fields.split(b"\n")
-            try:
-                r = self.tx.add(name, fields, _AUTO)
-                r = b"%d-%d" % r
-            except RedisError as e:
-                r = e
-                self.failed = True
-            self.replies.append(self.render(r))
+        except Exception as e:      # a bug in a parser
+            vals[k] = errors.internal(e)
+            return None
+        blocked = self.batch.run(vals, k, cmd, args)
+        if blocked is not None:
+            vals.pop()
+        return blocked
 
 
-_AUTO = AddOptions()
+class _Text(bytes):
+    """A message of redis-cli's that is not a reply (already rendered)."""
+    __slots__ = ()
 
 
 def _plainness(buf):

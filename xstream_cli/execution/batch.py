@@ -1,0 +1,205 @@
+"""The one driver for a transaction of many commands.
+
+Script mode (xstream_cli.execution.session) and ``xs serve``'s group
+commit (xstream_cli.server.engine) hand their commands, in order, to one
+``Batch`` over a transaction that has savepoints (storage.txn): each
+write verb is atomic on its own, so a command that fails changes nothing
+and the others of the batch still commit.
+
+Each command names where its reply goes: a slot ``out[i]`` of the
+caller's list, filled in before ``flush`` returns.  Two kinds of run are
+gathered and run together; a run is flushed before any other command
+runs, so every command sees the writes before it:
+
+- plain ``XADD key * field value ...`` (a producer's bulk): added with
+  one engine call (``Txn.add_auto_many``);
+- XACK, and XREADGROUP without BLOCK (a pool of workers' loop): run
+  under one savepoint (``Txn.shared``), so the stream, group and consumer
+  records they share are read and written back once.
+
+Either way, when a command of the run fails, the run is undone and its
+commands are run again one by one, each all or nothing: the replies and
+the store are exactly those of running them one by one from the start.
+
+A command that must wait (XREAD / XREADGROUP ... BLOCK with nothing to
+serve) is not answered here: ``run`` returns its (cmd, args, Wait) and
+the caller waits (xstream_cli.execution.blocked).
+
+Who imports it: xstream_cli.execution.session and xstream_cli.server.engine.
+"""
+from functools import partial
+
+from storage import errors
+from storage.errors import RedisError
+from storage.options import AddOptions
+from storage.txn import Aborted, Retry, StoreFailure
+from xstream_cli.commands import COMMANDS
+from xstream_cli.execution.blocked import waits
+
+FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
+
+_ADDS, _SHARED = "adds", "shared"
+_AUTO = AddOptions()
+_XREADGROUP = COMMANDS[b"XREADGROUP"]
+_XACK = COMMANDS[b"XACK"]
+
+
+class Added(list):
+    """The replies of a run of plain XADDs given with ``add_many``: IDs
+    (bytes), or RedisErrors where the one-by-one fallback failed."""
+    __slots__ = ()
+
+
+class Batch:
+    """Commands run in the transaction ``tx``, in order.
+
+    ``read_only``: why write commands are refused (their reply is the
+    READONLY error), or None.  ``log``: a logger for bugs (an exception
+    that is not a RedisError becomes an internal-error reply either way;
+    the server also logs it)."""
+
+    def __init__(self, tx, read_only=None, log=None):
+        self.tx = tx
+        self.read_only = read_only
+        self.log = log
+        self._kind = None            # _ADDS or _SHARED: what _run holds
+        self._run = []               # (out, i, payload) of the pending run
+
+    # ------------------------------------------------------------ commands
+
+    def add(self, out, i, key, fields):
+        """A plain ``XADD key * fields...``: ``out[i]`` gets its ID."""
+        if self.read_only is not None:
+            out[i] = errors.read_only(self.read_only)
+            return
+        self._join(_ADDS, (out, i, (key, fields)))
+
+    def add_many(self, out, i, items):
+        """Plain XADDs, ``items`` of (key, fields): ``out[i]`` gets their
+        replies as one ``Added``.  ``fields`` may be a list or the text
+        form (the values joined by newlines)."""
+        if self.read_only is not None:
+            out[i] = Added([errors.read_only(self.read_only)] * len(items))
+            return
+        self._join(_ADDS, (out, i, items))
+
+    def run(self, out, i, cmd, args, wait=True, share=True):
+        """The command ``cmd`` with its parsed ``args``: ``out[i]`` gets
+        its reply (a RedisError for an error reply).  With ``wait``, a
+        blocking read with nothing to serve is not answered: its
+        (cmd, args, Wait) is returned.  ``share=False`` keeps it out of
+        shared runs (MULTI ... EXEC)."""
+        if share and self.read_only is None and (
+                cmd is _XACK or (cmd is _XREADGROUP and args[0].block is None)):
+            self._join(_SHARED, (out, i, partial(self._call, cmd, args)))
+            return None
+        self.flush()
+        try:
+            if cmd.write and self.read_only is not None:
+                raise errors.read_only(self.read_only)
+            if cmd.prepare is not None:
+                args = cmd.prepare(self.tx, *args)
+            r = cmd.run(self.tx, *args)
+            if r is None and wait:
+                w = waits(cmd, args)
+                if w is not None:
+                    return cmd, args, w
+        except RedisError as e:
+            r = e
+        except FATAL:
+            raise
+        except Exception as e:       # a bug: its savepoint was rolled back
+            r = self._bug(e)
+        out[i] = r
+        return None
+
+    def call(self, out, i, fn):
+        """``fn(tx)`` (a server command such as FLUSHDB): ``out[i]`` gets
+        its value."""
+        self.flush()
+        out[i] = self._alone(partial(fn, self.tx))
+
+    # ------------------------------------------------------------ runs
+
+    def flush(self):
+        """Run the pending run; every slot given so far is filled."""
+        run = self._run
+        if not run:
+            return
+        self._run = []
+        if self._kind is _ADDS:
+            self._flush_adds(run)
+        else:
+            self._flush_shared(run)
+
+    def _join(self, kind, entry):
+        if self._kind is not kind:
+            self.flush()
+            self._kind = kind
+        self._run.append(entry)
+
+    def _flush_adds(self, run):
+        items = []
+        for _, _, p in run:
+            if type(p) is tuple:
+                items.append(p)
+            else:
+                items += p
+        try:
+            ids = self.tx.add_auto_many(items)
+        except RedisError:
+            ids = None
+        if ids is None:              # one by one, each all or nothing
+            ids = [self._add_one(key, fields) for key, fields in items]
+        k = 0
+        for out, i, p in run:
+            if type(p) is tuple:
+                out[i] = ids[k]
+                k += 1
+            else:
+                out[i] = Added(ids[k:k + len(p)])
+                k += len(p)
+
+    def _add_one(self, key, fields):
+        if type(fields) is bytes:
+            fields = fields.split(b"\n")
+        try:
+            return b"%d-%d" % self.tx.add(key, fields, _AUTO)
+        except RedisError as e:
+            return e
+
+    def _flush_shared(self, run):
+        results = None
+        if len(run) > 1:
+            try:
+                results = self.tx.shared([fn for _, _, fn in run])
+            except FATAL:
+                raise
+            except Exception:        # a bug: rolled back; one by one finds the command
+                if self.log is not None:
+                    self.log.exception("shared run failed")
+        if results is None:
+            results = [self._alone(fn) for _, _, fn in run]
+        for (out, i, _), r in zip(run, results):
+            out[i] = r
+
+    def _call(self, cmd, args):
+        if cmd.prepare is not None:
+            args = cmd.prepare(self.tx, *args)
+        return cmd.run(self.tx, *args)
+
+    def _alone(self, fn):
+        """``fn()`` on its own: its value, or its error as the reply."""
+        try:
+            return fn()
+        except RedisError as e:
+            return e
+        except FATAL:
+            raise
+        except Exception as e:       # a bug: its savepoint was rolled back
+            return self._bug(e)
+
+    def _bug(self, e):
+        if self.log is not None:
+            self.log.exception("command failed")
+        return errors.internal(e)
