@@ -1,4 +1,5 @@
-"""Every error text the engine and the command parsers can produce.
+"""Every error text the engine, the command parsers and xs serve's
+connection commands can produce.
 
 Redis is the reference for all of these, word for word: a client that
 greps for ``NOGROUP`` or matches on Redis's message must see the same
@@ -418,3 +419,22 @@ def line_too_long(n, limit):
     else:
         lim = "%d bytes" % limit
     return RedisError("ERR line too long (%d bytes, the limit is %s)" % (n, lim))
+
+
+# xs serve's connection texts (Redis's server.c / acl.c, word for word)
+NOAUTH = "NOAUTH Authentication required."
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+NOPASS = ("ERR AUTH <password> called without any password configured for the default user. "
+          "Are you sure your configuration is correct?")
+DENIED = ("DENIED Redis is running in protected mode because protected mode is enabled and no password is "
+          "set for the default user. In this mode connections are only accepted from the loopback interface. "
+          "If you want to connect from external computers to Redis you may adopt one of the following "
+          "solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from "
+          "the loopback interface by connecting to Redis from the same host the server is running, however "
+          "MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make "
+          "this change permanent. 2) Alternatively you can just disable the protected mode by editing the "
+          "Redis configuration file, and setting the protected mode option to 'no', and then restarting the "
+          "server. 3) If you started the server manually just for testing, restart it with the "
+          "'--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You "
+          "only need to do one of the above things in order for the server to start accepting connections "
+          "from the outside.")

@@ -50,7 +50,7 @@ def register(cli):
         """
         from xstream_cli.server import serve as run
         from xstream_cli.server import setup_logging
-        from xstream_cli.server.core import Config
+        from xstream_cli.server.config import Config
         try:
             perm = int(unixsocketperm, 8)
         except ValueError:

@@ -1,6 +1,15 @@
-"""``xs serve``: a RESP2/RESP3 server over an xs store (core.py: the
-connections and server commands; engine.py: the engine thread, group
-commit and blocked reads; xstream_cli.server.resp: the wire format).
+"""``xs serve``: a RESP2/RESP3 server over an xs store.
+
+- ``connection``: the asyncio server, its clients, routing commands;
+- ``commands``: the connection and server commands (PING, HELLO, AUTH,
+  CLIENT, INFO, CONFIG, MULTI / EXEC, WATCH ...);
+- ``config``: the settings CONFIG GET / SET see;
+- ``engine``: the engine thread (group commit through the one batch
+  driver, xstream_cli.execution.batch) and blocked reads;
+- ``resp``: the wire format (RESP2 / RESP3 parser and encoder).
+
+It runs the CLI's command table and execution layer; it never imports
+the CLI's session, runner, prompt or app.
 
 ``serve(store, config)`` runs until SIGTERM or SIGINT, then drains and
 returns 0.
@@ -27,7 +36,7 @@ def setup_logging(level="notice"):
 
 def serve(store, config, ready=None):
     """Serve ``store`` until SIGTERM / SIGINT; returns the exit status."""
-    from xstream_cli.server.core import Server
+    from xstream_cli.server.connection import Server
     log = logging.getLogger("xs.serve")
     srv = Server(store, config)
 

@@ -1,0 +1,108 @@
+"""``xs serve``'s settings: the Config that CONFIG GET / SET reads and
+changes, and the Redis version the server reports.
+
+Who imports it: the server's connection and commands, and the porcelain
+``xs serve`` that builds a Config from its options.
+"""
+
+REDIS_VERSION = "8.10.0"        # the Redis whose stream semantics xs has
+
+
+def loopback(host):
+    """Whether ``host`` (a peer address; None for a Unix socket) is this machine."""
+    if host is None:
+        return True
+    return host in ("localhost", "::1") or host.startswith("127.") or host.startswith("::ffff:127.")
+
+
+class Config:
+    """The server's settings (CONFIG GET / SET)."""
+
+    def __init__(self, bind="127.0.0.1", port=6379, unixsocket=None, unixsocketperm=0o700,
+                 requirepass=None, protected_mode=True, maxclients=10000,
+                 max_bulk=512 << 20, output_limit=256 << 20, durable=True, db=""):
+        self.bind = bind
+        self.port = port
+        self.unixsocket = unixsocket
+        self.unixsocketperm = unixsocketperm
+        self.requirepass = requirepass or None
+        self.protected_mode = protected_mode
+        self.maxclients = maxclients
+        self.max_bulk = max_bulk
+        self.output_limit = output_limit
+        self.durable = durable
+        self.db = db
+
+    # name -> (getter, setter or None)
+    def params(self):
+        yes = lambda b: "yes" if b else "no"        # noqa: E731
+        return {
+            "bind": (lambda: self.bind or "", None),
+            "port": (lambda: str(self.port if self.unixsocket is None else 0), None),
+            "unixsocket": (lambda: self.unixsocket or "", None),
+            "unixsocketperm": (lambda: "%o" % self.unixsocketperm if self.unixsocket else "0", None),
+            "requirepass": (lambda: self.requirepass or "", self._set_pass),
+            "protected-mode": (lambda: yes(self.protected_mode), self._set_protected),
+            "maxclients": (lambda: str(self.maxclients), self._set_int("maxclients", 1)),
+            "proto-max-bulk-len": (lambda: str(self.max_bulk), self._set_int("max_bulk", 1 << 20)),
+            "client-output-buffer-limit": (
+                lambda: "normal %d %d 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+                % (self.output_limit, self.output_limit), self._set_output_limit),
+            "databases": (lambda: "1", None),
+            "appendonly": (lambda: "yes", None),
+            "appendfsync": (lambda: "always" if self.durable else "no", None),
+            "save": (lambda: "", None),
+            "timeout": (lambda: "0", None),
+            "dir": (lambda: self.db, None),
+        }
+
+    def _set_pass(self, v):
+        self.requirepass = v or None
+
+    def _set_protected(self, v):
+        v = v.lower()
+        if v not in ("yes", "no"):
+            raise ValueError("argument must be 'yes' or 'no'")
+        self.protected_mode = v == "yes"
+
+    def _set_int(self, attr, lowest):
+        def set_(v):
+            try:
+                n = int(v)
+            except ValueError:
+                raise ValueError("argument couldn't be parsed into an integer")
+            if n < lowest:
+                raise ValueError("argument must be between %d and 9223372036854775807 inclusive" % lowest)
+            setattr(self, attr, n)
+        return set_
+
+    def _set_output_limit(self, v):
+        """``normal <hard> <soft> <seconds>`` (other classes accepted and
+        ignored: xs serve has no replicas or pub/sub); the hard limit is
+        the one applied (bytes, or with kb/mb/gb)."""
+        words = v.split()
+        if len(words) % 4 or not words:
+            raise ValueError("Wrong number of arguments in buffer limit configuration.")
+        for i in range(0, len(words), 4):
+            cls = words[i].lower()
+            if cls not in ("normal", "slave", "replica", "pubsub"):
+                raise ValueError("Invalid client class specified in buffer limit configuration.")
+            hard = _memory(words[i + 1])
+            if hard is None or _memory(words[i + 2]) is None or not words[i + 3].isdigit():
+                raise ValueError("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+            if cls == "normal":
+                self.output_limit = hard or (1 << 62)
+
+
+
+def _memory(word):
+    """Redis's memory units: 100, 10kb, 5mb, 1gb (None if not one)."""
+    w = word.lower()
+    for unit, mult in (("kb", 1024), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1000), ("m", 10 ** 6),
+                       ("g", 10 ** 9), ("b", 1)):
+        if w.endswith(unit):
+            w, m = w[:-len(unit)], mult
+            break
+    else:
+        m = 1
+    return int(w) * m if w.isdigit() else None

@@ -1,0 +1,473 @@
+"""``xs serve``'s connections: the RESP server (asyncio), its clients,
+and the routing of their commands: connection and server commands
+(PING, HELLO, AUTH, CLIENT, INFO, MULTI, ...) to
+xstream_cli.server.commands, every stream and keyspace command to the
+engine thread (engine.py), parsed by the CLI's own command table.
+
+One event loop reads and writes every connection; it never touches the
+store itself.  A client's commands that arrive together (a pipeline) go
+to the engine as one job, in order; replies are written in order and
+only after the commit that made them durable.  Connections are asyncio
+Protocols: bytes received are parsed at once and a client's commands
+run in a task of its own while it has some.  A slow reader only holds
+up itself (its task waits while its transport is paused), and a client
+whose unsent replies pass the output limit is disconnected, as Redis
+does with ``client-output-buffer-limit``.
+
+Who imports it: xstream_cli.server (``serve``).
+"""
+import asyncio
+import logging
+import os
+import socket
+import time
+
+from storage import errors
+from storage.errors import DENIED, NOAUTH, RedisError
+from xstream_cli.commands import lookup
+from xstream_cli.output.reply import Status
+from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS, Raw, encode_reply
+from xstream_cli.server.config import loopback
+from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
+from xstream_cli.server.resp import ProtocolError, RequestParser, encode
+
+log = logging.getLogger("xs.serve")
+
+READ_SIZE = 1 << 16
+
+
+class Client:
+    """One connection."""
+
+    def __init__(self, server, cid, transport, addr, laddr):
+        self.server = server
+        self.id = cid
+        self.writer = transport
+        self.addr = addr
+        self.laddr = laddr
+        self.parser = RequestParser(server.config.max_bulk)
+        self.proto = 2
+        self.name = None
+        self.lib_name = None
+        self.lib_ver = None
+        self.authed = server.config.requirepass is None
+        self.multi = None            # queued commands (argv lists) inside MULTI
+        self.multi_error = False     # a queued command was refused: EXEC aborts
+        self.watched = None          # {key: change counter} since WATCH
+        self.watch_dirty = False
+        self.created = time.monotonic()
+        self.last = self.created
+        self.last_cmd = b"NULL"        # the name of the last command, as sent
+        self.closing = False
+        self.task = None             # the task running this client's commands, while it has some
+        self.inflight = False        # a job sent by Server._pump is with the engine
+        self.call = None             # the blocked wait in progress
+        self.killed = False
+        self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
+
+    def info_line(self):
+        now = time.monotonic()
+        return ("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 "
+                "multi=%d watch=%d qbuf=%d qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 obl=0 oll=0 "
+                "omem=%d tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s"
+                % (self.id, self.addr, self.laddr, self.name or "", now - self.created, now - self.last,
+                   ("b" if self.call is not None else "") + ("x" if self.multi is not None else "") or "N",
+                   -1 if self.multi is None else len(self.multi), len(self.watched or ()),
+                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.decode("latin-1").lower(),
+                   self.proto, self.lib_name or "", self.lib_ver or ""))
+
+    def _out_size(self):
+        try:
+            return self.writer.get_write_buffer_size()
+        except Exception:
+            return 0
+
+
+class Server:
+    """The served store: listening sockets, clients, engine."""
+
+    def __init__(self, store, config):
+        self.store = store
+        self.config = config
+        self.engine = Engine(store)
+        self.clients = {}
+        self.next_id = 1
+        self.started = time.time()
+        self.run_id = os.urandom(20).hex()
+        self.started_mono = time.monotonic()
+        self.connections_received = 0
+        self.rejected = 0
+        self.loop = None
+        self.pool = None
+        self.servers = []
+        self.stopping = False
+
+    # ---------------------------------------------------------- life cycle
+
+    async def start(self):
+        from concurrent.futures import ThreadPoolExecutor
+        self.loop = asyncio.get_running_loop()
+        self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
+        self.engine.deliver = self._deliver
+        self.engine.start()
+        c = self.config
+        if c.unixsocket:
+            try:
+                os.unlink(c.unixsocket)
+            except FileNotFoundError:
+                pass
+            old = os.umask(0o177)
+            try:
+                srv = await self.loop.create_unix_server(lambda: _Protocol(self), path=c.unixsocket)
+            finally:
+                os.umask(old)
+            os.chmod(c.unixsocket, c.unixsocketperm)
+            self.servers.append(srv)
+            log.info("ready to accept connections at unix socket %s (store %s)", c.unixsocket, c.db)
+        else:
+            hosts = c.bind.split() if c.bind else ["127.0.0.1"]
+            srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.port,
+                                                reuse_address=True)
+            self.servers.append(srv)
+            if not c.port:
+                c.port = srv.sockets[0].getsockname()[1]
+            log.info("ready to accept connections on %s port %d (store %s)", " ".join(hosts), c.port, c.db)
+
+    async def stop(self):
+        """Stop accepting, let the commands under way finish and their
+        replies go out, cancel blocked waits (they answer null), close
+        every connection, stop the engine."""
+        self.stopping = True
+        for s in self.servers:
+            s.close()
+        self.engine.cancel_all()
+        deadline = time.monotonic() + 5
+        while any(c.call is not None for c in self.clients.values()) and time.monotonic() < deadline:
+            self.engine.cancel_all()
+            await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while any(c.inflight for c in self.clients.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)          # jobs with the engine: their replies go out first
+        busy = [c.task for c in self.clients.values() if c.task is not None]
+        for c in list(self.clients.values()):
+            c.closing = True                     # no new commands; those under way finish
+        if busy:
+            await asyncio.wait(busy, timeout=10)
+        for c in list(self.clients.values()):
+            c.writer.close()                     # after the replies already queued
+        deadline = time.monotonic() + 2
+        while self.clients and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await self.loop.run_in_executor(None, self.engine.stop)
+        self.pool.shutdown(wait=False)
+        if self.config.unixsocket:
+            try:
+                os.unlink(self.config.unixsocket)
+            except OSError:
+                pass
+
+    # ---------------------------------------------------------- connections
+
+    def kill(self, t):
+        """Close the connection of client ``t`` (CLIENT KILL), ending its wait."""
+        t.closing = True
+        t.killed = True
+        if t.call is not None:
+            t.call.cancel()
+        try:
+            t.writer.close()
+        except Exception:
+            pass
+
+    def _connected(self, transport):
+        """A new connection: its Client, or None if refused (max clients,
+        protected mode, stopping)."""
+        peer = transport.get_extra_info("peername")
+        cfg = self.config
+        self.connections_received += 1
+        if isinstance(peer, tuple):
+            addr = "%s:%d" % (peer[0], peer[1])
+            host = peer[0]
+            lp = transport.get_extra_info("sockname")
+            laddr = "%s:%d" % (lp[0], lp[1])
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+        else:
+            addr = laddr = "%s:0" % (cfg.unixsocket,)
+            host = None
+        if self.stopping:
+            transport.close()
+            return None
+        if len(self.clients) >= cfg.maxclients:
+            self.rejected += 1
+            self._refuse(transport, b"-ERR max number of clients reached\r\n")
+            return None
+        if cfg.protected_mode and cfg.requirepass is None and not loopback(host):
+            self.rejected += 1
+            log.warning("refused %s: protected mode (no password, not loopback)", addr)
+            self._refuse(transport, b"-" + DENIED.encode() + b"\r\n")
+            return None
+        c = Client(self, self.next_id, transport, addr, laddr)
+        c.writable = asyncio.Event()
+        c.writable.set()
+        self.next_id += 1
+        self.clients[c.id] = c
+        log.debug("client %d connected from %s", c.id, addr)
+        return c
+
+    def _refuse(self, transport, error):
+        """Send ``error`` and close a little later: closing at once with
+        the client's first command unread would reset the connection and
+        could discard the error before the client reads it."""
+        transport.write(error)
+        self.loop.call_later(0.2, transport.close)
+
+    def _received(self, c, data):
+        if c.closing:
+            return
+        c.parser.feed(data)
+        if c.task is None and not c.inflight:
+            self._pump(c)
+
+    def _pump(self, c):
+        """Start on the client's buffered commands.  The common case, only
+        commands of the table (no MULTI, authenticated), goes to the engine
+        straight from here and is answered from a callback (no task);
+        anything else runs in a task (``_process``)."""
+        if c.closing or self.stopping:
+            return                       # stopping: no new commands (those under way finish)
+        if not c.writable.is_set():
+            c.task = self.loop.create_task(self._process(c))
+            return
+        cmds = c.parser.commands()
+        if not cmds:
+            return
+        if c.authed and c.multi is None:
+            local = LOCAL
+            for a in cmds:
+                if type(a) is not list or a[0].upper() in local:
+                    break
+            else:
+                items = [item_for(a) for a in cmds]
+                c.inflight = True
+                c.last = time.monotonic()
+                c.last_cmd = cmds[-1][0]
+                self.engine.submit(Job(items, lambda res: self._answered(c, items, res)))
+                return
+        c.task = self.loop.create_task(self._process(c, cmds))
+
+    def _answered(self, c, items, res):
+        """(loop) The engine ran a job sent by ``_pump``: send its replies,
+        then go on with what the client sent meanwhile."""
+        c.inflight = False
+        replies, blocked = res
+        if len(replies) == 1:
+            self._send(c, encode_reply(replies[0], c.proto, items[0].array_null))
+        else:
+            self._send(c, b"".join([encode_reply(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
+        if blocked is not None:
+            c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
+        elif c.parser.pending():
+            self._pump(c)
+
+    async def _after_block(self, c, items, blocked):
+        i, cmd, args, w = blocked
+        r = await self._block(c, cmd, args, w)
+        if c.closing:
+            return
+        self._send(c, encode(r, c.proto, True))
+        await self._flush(c, items[i + 1:])
+
+    async def _process(self, c, cmds=None, first=None):
+        """Run the client's commands buffered so far (and those that
+        arrive meanwhile), in order (``cmds``: already taken from the
+        parser; ``first``: a coroutine to finish before)."""
+        try:
+            if first is not None:
+                await first
+            if cmds is not None and not c.closing:
+                await self._dispatch(c, cmds)
+            while not c.closing:
+                if not c.writable.is_set():
+                    await c.writable.wait()      # a slow reader waits alone
+                cmds = c.parser.commands()
+                if not cmds:
+                    break
+                await self._dispatch(c, cmds)
+        except Exception:
+            log.exception("client %d: unexpected failure", c.id)
+            c.closing = True
+        finally:
+            c.task = None
+            if c.closing:
+                c.writer.close()
+
+    def _gone(self, c):
+        """The connection closed (by the client, CLIENT KILL, an error)."""
+        c.closing = True
+        if c.call is not None:
+            c.call.cancel()
+        c.writable.set()
+        self.clients.pop(c.id, None)
+        log.debug("client %d gone", c.id)
+
+    def _send(self, c, data):
+        """Queue replies for ``c``; a client whose unsent replies pass the
+        output limit is disconnected at once (its replies dropped), as
+        Redis does with client-output-buffer-limit."""
+        if c.writer.is_closing():
+            return
+        c.writer.write(data)
+        if c._out_size() > self.config.output_limit:
+            log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
+            c.closing = True
+            c.writer.abort()
+
+    # ------------------------------------------------------------- commands
+
+    async def _dispatch(self, c, cmds):
+        batch = []                   # Items waiting for the engine
+        for argv in cmds:
+            if c.closing:
+                break
+            if isinstance(argv, ProtocolError):
+                await self._flush(c, batch)
+                batch = []
+                log.info("client %d: %s", c.id, argv)
+                self._send(c, encode(RedisError("ERR " + str(argv))))
+                c.closing = True
+                break
+            c.last = time.monotonic()
+            name = argv[0].upper()
+            c.last_cmd = name
+            if not c.authed and name not in NOAUTH_OK:
+                batch.append(Item(reply=RedisError(NOAUTH)))
+                continue
+            if c.multi is not None and name not in NOT_QUEUED:
+                batch.append(Item(reply=self._queue(c, argv)))
+                continue
+            local = LOCAL.get(name)
+            if local is None:
+                batch.append(item_for(argv))
+                continue
+            fn, arity, lname = local
+            n = len(argv)
+            if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
+                batch.append(Item(reply=errors.wrong_arity(lname)))
+                continue
+            if name in PROTO_CHANGERS:
+                # the replies before it go out in the protocol they were asked in,
+                # HELLO's own in the new one
+                await self._flush(c, batch)
+                batch = []
+                r = fn(self, c, argv)
+                batch.append(Item(reply=Raw(encode(r, c.proto))))
+                continue
+            r = fn(self, c, argv)
+            if asyncio.iscoroutine(r):
+                await self._flush(c, batch)
+                batch = []
+                r = await r
+            if isinstance(r, Item):
+                batch.append(r)
+            elif r is not None:
+                batch.append(Item(reply=r))
+        await self._flush(c, batch)
+
+    async def _flush(self, c, items):
+        """Run ``items`` in order and send their replies; a blocked read
+        waits here (other clients go on)."""
+        while items:
+            if all(it.cmd is None and it.fn is None for it in items):
+                self._send(c, b"".join(encode_reply(it.reply, c.proto) for it in items))
+                return
+            replies, blocked = await self._run(items)
+            out = []
+            for it, r in zip(items, replies):
+                out.append(encode_reply(r, c.proto, it.array_null))
+            if blocked is None:
+                self._send(c, b"".join(out))
+                return
+            self._send(c, b"".join(out))
+            i, cmd, args, w = blocked
+            r = await self._block(c, cmd, args, w)
+            if c.closing:
+                return
+            self._send(c, encode(r, c.proto, True))
+            items = items[i + 1:]
+
+    def _run(self, items, exec_=False, watched=None):
+        """Hand ``items`` to the engine; a future of (replies, blocked)."""
+        fut = self.loop.create_future()
+        self.engine.submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched))
+        return fut
+
+    def _deliver(self, done):
+        """(engine thread) Answer a batch's jobs in one loop wake-up."""
+        self.loop.call_soon_threadsafe(answer, done)
+
+    async def _block(self, c, cmd, args, w):
+        """Wait for a blocked read in the blocking pool; the client going
+        away (connection_lost) cancels the wait."""
+        call = self.engine.new_call()
+        c.call = call
+        try:
+            return await self.loop.run_in_executor(self.pool, self.engine.block, cmd, args, w, call)
+        finally:
+            c.call = None
+
+    def _queue(self, c, argv):
+        """A command inside MULTI: QUEUED, or the error that makes EXEC
+        abort (unknown command, wrong arity), as Redis checks at queueing."""
+        name = argv[0].upper()
+        local = LOCAL.get(name)
+        if local is not None:
+            fn, arity, lname = local
+            n = len(argv)
+            if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
+                c.multi_error = True
+                return errors.wrong_arity(lname)
+        else:
+            try:
+                lookup(argv)
+            except RedisError as e:
+                c.multi_error = True
+                return e
+        c.multi.append(argv)
+        return Status("QUEUED")
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection's transport callbacks, handed to the Server."""
+    __slots__ = ("srv", "c")
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.c = None
+
+    def connection_made(self, transport):
+        self.c = self.srv._connected(transport)
+
+    def data_received(self, data):
+        if self.c is not None:
+            self.srv._received(self.c, data)
+
+    def eof_received(self):
+        return False                     # close our side too
+
+    def connection_lost(self, exc):
+        if self.c is not None:
+            self.srv._gone(self.c)
+
+    def pause_writing(self):
+        if self.c is not None:
+            self.c.writable.clear()
+
+    def resume_writing(self):
+        if self.c is not None:
+            self.c.writable.set()
+
