@@ -278,10 +278,11 @@ class Waiter:
     ``wait(timeout_s)`` returns True when a watched stream may have
     changed since the watch was armed (or since the last ``wait``), False
     on timeout.  ``watch_fds``: extra file descriptors (e.g. stdout) whose
-    error/hang-up ends a wait early and sets ``hangup``.  Use as a
-    context manager, or call ``close``."""
+    error/hang-up ends a wait early and sets ``hangup``.  ``wake_fds``:
+    descriptors (a Doorbell's) whose data ends a wait early (the data is
+    read and dropped).  Use as a context manager, or call ``close``."""
 
-    def __init__(self, store, keys, watch_fds=()):
+    def __init__(self, store, keys, watch_fds=(), wake_fds=()):
         import select
         self.store = store
         self.keys = list(dict.fromkeys(keys))
@@ -292,6 +293,7 @@ class Waiter:
         self._before = None        # change counters (polling fallback)
         self._step = POLL_S        # the next poll interval (polling fallback)
         self._watch_fds = tuple(watch_fds)
+        self._wake_fds = tuple(wake_fds)
         try:
             self._arm()
         except OSError:
@@ -306,6 +308,8 @@ class Waiter:
             self._poll.register(self._ino.fd, select.POLLIN)
         for fd in self._watch_fds:
             self._poll.register(fd, 0)   # POLLERR / POLLHUP are always reported
+        for fd in self._wake_fds:
+            self._poll.register(fd, select.POLLIN)
 
     @property
     def uses_inotify(self):
@@ -360,11 +364,22 @@ class Waiter:
                     continue
                 return False
             for fd, ev in ready:
-                if fd != self._ino.fd:
-                    self.hangup = True
+                if fd != self._ino.fd and self._other(fd):
                     return True
             if self._relevant(self._ino.events()):
                 return True
+
+    def _other(self, fd):
+        """A descriptor other than inotify's is ready: a wake-up (its data
+        dropped) or a hang-up (``hangup`` set).  True either way."""
+        if fd in self._wake_fds:
+            try:
+                os.read(fd, 4096)
+            except OSError:
+                pass
+            return True
+        self.hangup = True
+        return True
 
     def _relevant(self, events):
         """Whether ``events`` concern our streams; re-arms watches whose
@@ -406,10 +421,13 @@ class Waiter:
                 if left <= 0:
                     return False
                 step = min(step, left)
-            if self._watch_fds and self._poll.poll(int(step * 1000) or 1):
-                self.hangup = True
-                return True
-            if not self._watch_fds:
+            if self._watch_fds or self._wake_fds:
+                ready = self._poll.poll(int(step * 1000) or 1)
+                if ready:
+                    for fd, _ in ready:
+                        self._other(fd)
+                    return True
+            else:
                 time.sleep(step)
             now = versions(self.store, self.keys)
             if now != self._before:
@@ -524,15 +542,6 @@ def _ticket_pid(name):
     return pid if 0 < pid < (1 << 31) else None
 
 
-def wait_for_change(store, keys, timeout_s=None):
-    """Return True when a stream in ``keys`` changed, False after
-    ``timeout_s`` seconds (None: no limit).  May return early; callers
-    re-check.  Changes made before this call are not seen: callers that
-    must not miss one use ``Waiter`` (arm, re-check, wait)."""
-    with Waiter(store, keys) as w:
-        return w.wait(timeout_s)
-
-
 # ------------------------------------------------------------ the wait loop
 
 class Cancelled(Exception):
@@ -569,22 +578,49 @@ class Canceller:
             os.close(fd)
 
 
-def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None):
-    """The one wait loop of blocked reads (XREAD / XREADGROUP ... BLOCK,
-    in script mode, at the prompt and under xs serve): arm the watches of
-    ``keys``, then call ``attempt(woken)`` until it returns something
-    other than None, which is returned; None when ``timeout_s`` seconds
-    (None: no limit) passed first.  ``woken`` is False on the first call.
+class Doorbell:
+    """Wakes a wait_until from another thread so that its attempt runs
+    again (``xs worker``: a command finished): ``ring`` writes a byte to
+    a pipe the wait polls."""
+
+    def __init__(self):
+        self.fd, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def ring(self):
+        try:
+            os.write(self._w, b"!")
+        except OSError:             # full (a wake-up is pending anyway) or closed
+            pass
+
+    def close(self):
+        for fd in (self._w, self.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None, hangup_fds=(), bell=None):
+    """The one wait loop of xs: blocked reads (XREAD / XREADGROUP ...
+    BLOCK, in script mode, at the prompt and under xs serve), ``xs tail
+    -f`` and ``xs worker``.  Arm the watches of ``keys``, then call
+    ``attempt(woken)`` until it returns something other than None, which
+    is returned; None when ``timeout_s`` seconds (None: no limit) passed
+    first.  ``woken`` is False on the first call.
+
     ``next_wake()`` (optional): seconds until a retry may succeed without
-    any write (XREADGROUP ... CLAIM: an entry becoming idle enough), or
-    None.  ``cancel`` (a Canceller): raises Cancelled within one poll
-    step of ``cancel.cancel()``, before any further attempt.
+    any write (XREADGROUP ... CLAIM: an entry becoming idle enough; a
+    worker's retry or heartbeat), or None.  ``cancel`` (a Canceller):
+    raises Cancelled within one poll step of ``cancel.cancel()``, before
+    any further attempt.  ``hangup_fds``: descriptors whose hang-up (the
+    reader of a pipe gone) raises Cancelled.  ``bell`` (a Doorbell): its
+    ring wakes the wait for another attempt.
 
     Arm, then attempt, then sleep: a change committed after the watches
     are armed always wakes the loop, so none is missed."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    fds = () if cancel is None else (cancel.fd,)
-    with Waiter(store, keys, fds) as waiter:
+    fds = tuple(hangup_fds) + (() if cancel is None else (cancel.fd,))
+    with Waiter(store, keys, fds, () if bell is None else (bell.fd,)) as waiter:
         woken = False
         while True:
             if cancel is not None and cancel.is_set():
@@ -599,4 +635,6 @@ def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None
                     return None
                 wake_in = left if wake_in is None else min(wake_in, left)
             waiter.wait(wake_in)
+            if waiter.hangup:
+                raise Cancelled()
             woken = True

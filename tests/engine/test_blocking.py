@@ -379,11 +379,51 @@ def test_polling_fallback_without_inotify(store, monkeypatch):
         assert w.wait(5) is True
 
 
-def test_wait_for_change_times_out(store):
-    from storage.blocking import wait_for_change
+def test_the_wait_loop_times_out_with_none_after_its_timeout(store):
+    from storage.blocking import wait_until
+    calls = []
     t = time.monotonic()
-    assert wait_for_change(store, [b"s"], 0.1) is False
+    assert wait_until(store, [b"s"], lambda woken: calls.append(woken), 0.1) is None
     assert time.monotonic() - t >= 0.1
+    assert calls[0] is False
+
+
+@pytest.mark.parametrize("inotify", [True, False])
+def test_a_doorbell_wakes_the_wait_loop_from_another_thread(store, monkeypatch, inotify):
+    """xs worker's finished jobs ring a Doorbell: the wait ends at once
+    for another attempt, with or without inotify."""
+    import threading
+
+    from storage import blocking
+    if not inotify:
+        monkeypatch.setattr(blocking, "_inotify", lambda: None)
+    bell = blocking.Doorbell()
+    calls = []
+
+    def attempt(woken):
+        calls.append(time.monotonic())
+        return "rung" if len(calls) == 2 else None
+    threading.Timer(0.2, bell.ring).start()
+    t = time.monotonic()
+    try:
+        assert blocking.wait_until(store, [b"s"], attempt, 30, bell=bell) == "rung"
+    finally:
+        bell.close()
+    assert 0.2 <= calls[1] - t < 5
+
+
+def test_a_hang_up_of_a_watched_descriptor_cancels_the_wait_loop(store):
+    """xs tail -f: the reader of its pipe going away ends the wait."""
+    import threading
+
+    from storage import blocking
+    r, w = os.pipe()
+    threading.Timer(0.2, os.close, (r,)).start()
+    try:
+        with pytest.raises(blocking.Cancelled):
+            blocking.wait_until(store, [b"s"], lambda woken: None, 30, hangup_fds=(w,))
+    finally:
+        os.close(w)
 
 
 # ============================================================ the one wait loop

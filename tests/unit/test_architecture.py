@@ -359,16 +359,17 @@ def test_each_engine_folder_says_what_it_owns_and_who_may_import_it():
         assert "import" in doc and len(doc) > 300, pkg
 
 
-def test_blocked_reads_wait_in_the_one_wait_loop():
-    """Script mode, the prompt and xs serve serve a blocked read through
-    xstream_cli.execution.blocked, which waits in storage.blocking.wait_until; no
-    other module of those arms a Waiter of its own."""
+def test_every_wait_of_the_command_line_is_the_one_wait_loop():
+    """Blocked reads (script mode, the prompt, xs serve), xs tail -f and
+    xs worker all wait in storage.blocking.wait_until: no module of the
+    command line arms a Waiter or sleeps on a stream of its own."""
+    callers = set()
     for path, src in _sources("xstream_cli"):
-        if path in ("xstream_cli/porcelain/tail.py", "xstream_cli/porcelain/worker.py"):
-            continue                    # their loops print and schedule: they still drive a Waiter
-        assert "Waiter(" not in src, path
-    src = open(os.path.join(ROOT, "xstream_cli", "execution", "blocked.py")).read()
-    assert "wait_until(" in src
+        assert "Waiter" not in src and "wait_for_change" not in src, path
+        if "wait_until(" in src:
+            callers.add(path)
+    assert callers == {"xstream_cli/execution/blocked.py", "xstream_cli/porcelain/tail.py",
+                       "xstream_cli/porcelain/worker.py"}
 
 
 def test_commands_run_in_batches_through_the_one_driver():

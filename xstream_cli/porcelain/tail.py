@@ -288,7 +288,7 @@ def _ack(tx, group, rows):
 
 # ------------------------------------------------------------------ command
 
-def _follow(store, keys, n, follow, out, waiter, line):
+def _follow(store, keys, n, follow, out, line):
     """Without a group.  Returns the exit status."""
     rows, after, missing = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
     status = 1 if missing and not follow else 0
@@ -301,22 +301,34 @@ def _follow(store, keys, n, follow, out, waiter, line):
         context.quiet_exit(status)
     if not follow:
         return status
-    while True:
-        rows = store.run(lambda tx: _new_entries(tx, keys, after), write=False)
-        if rows:
+    pos = [after]
+
+    def follow_(woken):
+        """Print what came after ``pos``; None when there is no more."""
+        while True:
+            rows = store.run(lambda tx: _new_entries(tx, keys, pos[0]), write=False)
+            if not rows:
+                return None
             last = {}
             for k, e in rows:
                 last[k] = _parse_id(e[0])
-            after = [last.get(k, a) for k, a in zip(keys, after)]
+            pos[0] = [last.get(k, a) for k, a in zip(keys, pos[0])]
             if not out.write(b"".join(line(k, e) for k, e in rows)):
                 raise _Closed
-            continue
-        waiter.wait(None)
-        if waiter.hangup:
-            raise _Closed
+    return _wait(store, keys, follow_, out)
 
 
-def _through_group(store, keys, n, follow, group, consumer, ack, out, waiter, line):
+def _wait(store, keys, attempt, out):
+    """storage.blocking's one wait loop, until ``attempt`` returns a status
+    (never, for -f without a group) or stdout's reader goes away."""
+    from storage.blocking import Cancelled, wait_until
+    try:
+        return wait_until(store, keys, attempt, hangup_fds=out.watch())
+    except Cancelled:
+        raise _Closed
+
+
+def _through_group(store, keys, n, follow, group, consumer, ack, out, line):
     """With a group: history first, then new entries; each entry
     acknowledged once the reader has its line (unless not ``ack``)."""
     pos = {k: MIN_ID for k in keys}      # this consumer's pending entries first, then b">"
@@ -335,47 +347,47 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, waiter, li
             if ack and taken:
                 store.run(lambda tx: _ack(tx, group, taken), write=True)
 
-    while True:
-        active = [k for k in keys if follow or left[k] > 0]
-        if not active:
-            return 0
-        count = BATCH if follow else min(BATCH, min(left[k] for k in active))
-        ids = [pos[k] for k in active]
-        rows = store.run(lambda tx: _group_read(tx, active, group, consumer, ids, count), write=True)
-        seen = set()
-        for k, e in rows:
-            seen.add(k)
-            if pos[k] != b">":
-                pos[k] = _parse_id(e[0])
-            if not follow and e[1] is not None:
-                left[k] -= 1
-        history_done = [k for k in active if pos[k] != b">" and k not in seen]
-        for k in history_done:
-            pos[k] = b">"
-        if rows:
-            deliver(rows)
-            continue
-        if history_done:
-            continue                     # now the new entries of those streams
-        if not follow:
-            return 0
-        waiter.wait(None)
-        if waiter.hangup:
-            raise _Closed
+    def rounds(woken):
+        """Read and deliver until nothing is left: 0 when done, None to
+        wait for more (-f)."""
+        while True:
+            active = [k for k in keys if follow or left[k] > 0]
+            if not active:
+                return 0
+            count = BATCH if follow else min(BATCH, min(left[k] for k in active))
+            ids = [pos[k] for k in active]
+            rows = store.run(lambda tx: _group_read(tx, active, group, consumer, ids, count), write=True)
+            seen = set()
+            for k, e in rows:
+                seen.add(k)
+                if pos[k] != b">":
+                    pos[k] = _parse_id(e[0])
+                if not follow and e[1] is not None:
+                    left[k] -= 1
+            history_done = [k for k in active if pos[k] != b">" and k not in seen]
+            for k in history_done:
+                pos[k] = b">"
+            if rows:
+                deliver(rows)
+                continue
+            if history_done:
+                continue                 # now the new entries of those streams
+            return None if follow else 0
+    if not follow:
+        return rounds(False)
+    return _wait(store, keys, rounds, out)
 
 
 def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
     """The loop of ``xs tail``; ``line(stream, entry) -> bytes``.
     Returns the exit status."""
-    from storage.blocking import Waiter
     from storage.errors import RedisError
     keys = list(dict.fromkeys(keys))
     out = _Out(confirm=group is not None and ack)
-    waiter = Waiter(store, keys, out.watch()) if follow else None
     try:
         if group is None:
-            return _follow(store, keys, n, follow, out, waiter, line)
-        return _through_group(store, keys, n, follow, group, consumer, ack, out, waiter, line)
+            return _follow(store, keys, n, follow, out, line)
+        return _through_group(store, keys, n, follow, group, consumer, ack, out, line)
     except _Closed:
         context.quiet_exit()
     except RedisError as e:
@@ -388,9 +400,6 @@ def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
         except (OSError, ValueError):
             pass
         context.quiet_exit(context.EXIT_ERROR)
-    finally:
-        if waiter is not None:
-            waiter.close()
 
 
 def register(cli):

@@ -193,7 +193,7 @@ def _drain(job, fd, err):
 
 
 def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
-    """Thread body: run CMD for ``job``; put the job on ``done``."""
+    """Thread body: run CMD for ``job``; then ``done(job)``."""
     import subprocess
     import threading
     try:
@@ -228,7 +228,7 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
         if job.exec_error is None and job.rc is None:
             job.exec_error = "worker thread: %s" % e
     finally:
-        done.put(job)
+        done(job)
 
 
 # ================================================================ the loop
@@ -260,7 +260,8 @@ class Worker:
         self.retry_keys = set()
         self.seen = set()             # --once: keys run in this run
         self.stopping = False
-        self.waiting = False
+        self.waiting = False          # in the wait: a signal raises _Stop there
+        self.bell = None              # the Doorbell a finished job rings (while run() runs)
         self.stdout_gone = False
         self.stats = {"acked": 0, "failed": 0, "dead": 0, "released": 0}
         self.started = time.monotonic()
@@ -374,7 +375,7 @@ class Worker:
                 self.seen.add(d.key)
         import threading
         t = threading.Thread(target=_run_job, args=(job, self.argv, env, data, self.timeout,
-                                                    self.stdout_fd, self.err, self.done), daemon=True)
+                                                    self.stdout_fd, self.err, self._finished), daemon=True)
         self.running[job] = t
         if self.next_hb is None:
             self.next_hb = time.monotonic() + self.hb_every
@@ -515,50 +516,18 @@ class Worker:
         if self.waiting:
             raise _Stop()
 
-    def _wait(self, waiter, timeout, stream_too):
-        """Sleep until a job ends, the stream changes (``stream_too``),
-        ``timeout`` s pass or a signal comes."""
-        try:
-            self.waiting = True
-            if self.stopping:
-                return
-            if stream_too and not self.running:
-                waiter.wait(timeout)
-            elif stream_too:             # jobs run: look at their queue every 20 ms
-                end = None if timeout is None else time.monotonic() + timeout
-                while self.done.empty():
-                    left = 0.02 if end is None else min(0.02, end - time.monotonic())
-                    if left <= 0 or waiter.wait(left):
-                        break
-            else:
-                import queue
-                try:
-                    job = self.done.get(timeout=timeout)
-                    self.done.put(job)
-                except queue.Empty:
-                    pass
-        finally:
-            self.waiting = False
-
-    def _sleep(self, waiter, timeout, stream_too):
-        self._flush_acks()                # nothing to read with them: commit them alone
-        try:
-            self._wait(waiter, timeout, stream_too)
-        except _Stop:
-            pass
-
     # ------------------------------------------------------------ main
 
     def run(self):
         """Returns the exit status."""
-        from storage.blocking import Waiter
+        from storage.blocking import Doorbell
         from storage.ids import MIN_ID
         old = {}
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             old[s] = signal.signal(s, self._on_signal)
-        waiter = Waiter(self.store, [self.stream])      # armed before the first read
+        self.bell = Doorbell()
         try:
-            self._loop(waiter, MIN_ID)
+            self._loop(MIN_ID)
             self._shutdown()
             self._flush_acks()
         except BaseException:
@@ -566,24 +535,49 @@ class Worker:
                 job.cancel(signal.SIGKILL)
             raise
         finally:
-            waiter.close()
+            self.bell.close()
             for s, h in old.items():
                 signal.signal(s, h)
         self.err.line(self._summary(final=True))
         return 0
 
-    def _loop(self, waiter, pos):
+    def _finished(self, job):
+        """A job's thread is done with it (called in that thread)."""
+        self.done.put(job)
+        if self.bell is not None:
+            self.bell.ring()
+
+    def _loop(self, pos):
+        """Rounds of work in storage.blocking's one wait loop: it wakes on
+        a change of the stream, a finished job (the Doorbell), the next
+        retry or heartbeat; a signal ends it (_Stop)."""
+        from storage.blocking import wait_until
+        st = {"pos": pos, "stale": 0, "hold": False, "timeout": None}
+
+        def attempt(woken):
+            self.waiting = False
+            r = self._round(st)
+            self.waiting = r is None
+            return r
+        try:
+            wait_until(self.store, [self.stream], attempt, None, lambda: st["timeout"], bell=self.bell)
+        except _Stop:
+            pass
+        finally:
+            self.waiting = False
+
+    def _round(self, st):
+        """Settle finished jobs and start what can start; 0 to stop, or
+        None to wait (at most ``st["timeout"]`` s, None: no limit)."""
         from storage.ops import worker as W
-        stale = 0
-        hold = False                      # --once: only seen entries came back; wait for a job first
         while not self.stopping:
             if self._collect():
-                hold = False
+                st["hold"] = False
             if self.stopping:
                 break
             self._heartbeat()
             free = self.concurrency - len(self.running)
-            if free > 0 and not hold:
+            if free > 0 and not st["hold"]:
                 want = free * self.batch
                 due = self._due_retries(want)
                 if due:
@@ -591,24 +585,24 @@ class Worker:
                                                      self.retry_delay))
                     self._dispatch(ds)
                     continue
-                if pos != b">":
-                    ds = self._read_some(pos, want, None)
+                if st["pos"] != b">":
+                    ds = self._read_some(st["pos"], want, None)
                     if not ds:
-                        pos = b">"
+                        st["pos"] = b">"
                         continue
-                    pos = ds[-1].key
+                    st["pos"] = ds[-1].key
                     self._dispatch(ds)
                     continue
                 ds = self._read_some(b">", want, self.claim_idle)
                 if ds:
-                    stale = 0
+                    st["stale"] = 0
                     if self._dispatch(ds):
                         continue
-                    hold = self.once
+                    st["hold"] = self.once    # --once: only seen entries came back; wait for a job first
             if self.once and not self.running:
                 break
             timeout = None
-            reading = free > 0 and not hold
+            reading = free > 0 and not st["hold"]
             if self.retries and reading:
                 timeout = max(0.0, self.retries[0][0] - time.monotonic())
             if self.running:
@@ -620,13 +614,18 @@ class Worker:
                 if ms is not None:
                     # a pending entry that claims nothing (deleted from the
                     # stream, or our own in flight) must not make us spin
-                    stale = stale + 1 if ms <= 0 else 0
-                    w = max(ms, 1) / 1000.0 if not stale else min(0.001 * 2 ** stale, 1.0)
+                    st["stale"] = st["stale"] + 1 if ms <= 0 else 0
+                    w = max(ms, 1) / 1000.0 if not st["stale"] else min(0.001 * 2 ** st["stale"], 1.0)
                     timeout = w if timeout is None else min(timeout, w)
             if self.err.tty:
                 self._progress()
                 timeout = 1.0 if timeout is None else min(timeout, 1.0)
-            self._sleep(waiter, timeout, reading)
+            self._flush_acks()                # nothing to read with them: commit them alone
+            if self.stopping:
+                break
+            st["timeout"] = timeout
+            return None
+        return 0
 
     def _shutdown(self):
         """Stop: settle what finished, stop the rest and give their
