@@ -24,8 +24,8 @@ link or another user's makes the blocked command fail with a message
 (StoreFailure) instead of being used.
 
 Waiting
-  ``Waiter(store, keys)`` arms Linux inotify watches (through ctypes,
-  imported only here) on the streams' files; ``wait(timeout)`` sleeps in
+  ``Waiter(store, keys)`` arms Linux inotify watches (storage.inotify:
+  ctypes, imported only there) on the streams' files; ``wait(timeout)`` sleeps in
   ``poll`` on the inotify descriptor: no CPU while idle, woken within
   microseconds of the writer's ``utime``.  Where inotify is unavailable
   (not Linux, no libc, out of inotify instances, read-only store) the
@@ -47,28 +47,16 @@ import _thread
 import os
 import time
 
+from storage import inotify
 from storage.files import NOTIFY_DIR  # inside the store directory
 
 POLL_S = 0.005            # fallback poll interval (no inotify): the first one ...
 POLL_MAX_S = 0.1          # ... doubled while nothing changes, up to this
 MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of several
 
-# inotify(7) constants
-_IN_MODIFY = 0x2
-_IN_ATTRIB = 0x4
-_IN_CLOSE_WRITE = 0x8
-_IN_DELETE_SELF = 0x400
-_IN_MOVE_SELF = 0x800
-_IN_IGNORED = 0x8000
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
-_IN_DONT_FOLLOW = 0x02000000
-_WATCH_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_DONT_FOLLOW
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
-_libc = None              # ctypes libc (False: inotify unavailable)
-_lock = _thread.allocate_lock()   # guards _libc's loading and the shared instance (xs serve's threads)
 _notify_names: dict = {}        # stream name -> notification file name
 
 
@@ -140,101 +128,6 @@ def versions(store, keys):
     return store.run(lambda tx: tx.change_counters(keys), write=False)
 
 
-def _inotify():
-    """libc with inotify, or None.  Loaded once, under the lock: a thread
-    that comes while another loads it waits for the answer instead of
-    being told there is none."""
-    global _libc
-    if _libc is None:
-        with _lock:
-            if _libc is None:
-                _libc = _load_libc()
-    return _libc or None
-
-
-def _load_libc():
-    try:
-        import ctypes
-        import ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.inotify_init1.argtypes = [ctypes.c_int]
-        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-        return libc
-    except (OSError, AttributeError, ImportError):
-        return False
-
-
-class _Inotify:
-    """An inotify instance and its watches.  One per process is kept open
-    and shared by successive waiters (``_instance``): closing an inotify
-    descriptor makes the kernel wait for an RCU grace period (~10 ms),
-    which would otherwise delay every blocked read's answer."""
-
-    def __init__(self):
-        libc = _inotify()
-        if libc is None:
-            raise OSError("inotify is not available")
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if fd < 0:
-            import ctypes
-            e = ctypes.get_errno()
-            _out_of_inotify(e)
-            raise OSError(e, os.strerror(e))
-        self.fd = fd
-        self.wds = set()      # watch descriptors in use
-        self.busy = False     # a Waiter is using it
-
-    def watch(self, path):
-        """Watch the file ``path`` (not following a link); returns the
-        watch descriptor (the same one again for the same file)."""
-        wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), _WATCH_MASK)
-        if wd < 0:
-            import ctypes
-            e = ctypes.get_errno()
-            _out_of_inotify(e)
-            raise OSError(e, os.strerror(e), path)
-        self.wds.add(wd)
-        return wd
-
-    def forget(self):
-        """Drop every watch (when many streams were watched over time)."""
-        for w in self.wds:
-            _libc.inotify_rm_watch(self.fd, w)
-        self.wds.clear()
-
-    def events(self):
-        """Read the pending events: [(wd, mask)] (wd -1: queue overflow)."""
-        out = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return out
-            except InterruptedError:
-                continue
-            if not data:
-                return out
-            i = 0
-            while i + 16 <= len(data):
-                wd = int.from_bytes(data[i:i + 4], "little", signed=True)
-                mask = int.from_bytes(data[i + 4:i + 8], "little")
-                ln = int.from_bytes(data[i + 12:i + 16], "little")
-                out.append((wd, mask))
-                if mask & _IN_IGNORED:   # the file went away: the watch is gone
-                    self.wds.discard(wd)
-                i += 16 + ln
-
-    def close(self):
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
-
-
-_shared = None            # the process's _Inotify (kept open)
 _warned = False           # the "out of inotify" warning was given
 
 
@@ -255,21 +148,6 @@ def _out_of_inotify(err):
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
-
-
-def _instance():
-    """The shared inotify instance if free (then marked busy), else a
-    private one: two waiters never read one instance's events."""
-    global _shared
-    with _lock:
-        if _shared is None or _shared.fd is None:
-            _shared = _Inotify()
-        if not _shared.busy:
-            _shared.busy = True
-            return _shared
-    ino = _Inotify()
-    ino.busy = True
-    return ino
 
 
 class Waiter:
@@ -316,9 +194,13 @@ class Waiter:
         return self._ino is not None
 
     def _arm(self):
-        if _inotify() is None or self.store.readonly:
+        if inotify.available() is None or self.store.readonly:
             return
-        ino = self._ino = _instance()
+        try:
+            ino = self._ino = inotify.shared_instance()
+        except OSError as e:
+            _out_of_inotify(e.errno)
+            raise
         if len(ino.wds) > 256:
             ino.forget()
         ino.events()   # old news: the caller's re-check comes after arming
@@ -340,7 +222,11 @@ class Waiter:
             if not os.path.isdir(base):
                 base = os.path.join(self.store.root, NOTIFY_DIR, "")
             self._paths = [base + n for n in names]
-            self._wds = {self._ino.watch(p) for p in self._paths}
+            try:
+                self._wds = {self._ino.watch(p) for p in self._paths}
+            except OSError as e:
+                _out_of_inotify(e.errno)
+                raise
         finally:
             os.close(d)
 
@@ -389,7 +275,7 @@ class Waiter:
         for wd, mask in events:
             if wd == -1 or wd in self._wds:
                 hit = True
-                if mask & _IN_IGNORED:
+                if mask & inotify.IN_IGNORED:
                     lost = True
         if lost:
             try:
@@ -439,10 +325,7 @@ class Waiter:
     def _release(self):
         ino, self._ino = self._ino, None
         if ino is not None:
-            if ino is _shared:
-                ino.busy = False
-            else:
-                ino.close()
+            inotify.release(ino)
 
     def close(self):
         self._release()

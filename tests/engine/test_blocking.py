@@ -370,8 +370,8 @@ def test_waiter_rearms_when_notification_file_is_removed(store):
 
 
 def test_polling_fallback_without_inotify(store, monkeypatch):
-    from storage import blocking
-    monkeypatch.setattr(blocking, "_libc", False)
+    from storage import blocking, inotify
+    monkeypatch.setattr(inotify, "_libc", False)
     with blocking.Waiter(store, [b"s"]) as w:
         assert not w.uses_inotify
         assert w.wait(0.05) is False
@@ -394,9 +394,9 @@ def test_a_doorbell_wakes_the_wait_loop_from_another_thread(store, monkeypatch, 
     for another attempt, with or without inotify."""
     import threading
 
-    from storage import blocking
+    from storage import blocking, inotify
     if not inotify:
-        monkeypatch.setattr(blocking, "_inotify", lambda: None)
+        monkeypatch.setattr(inotify, "_libc", False)
     bell = blocking.Doorbell()
     calls = []
 
@@ -433,9 +433,9 @@ def test_a_hang_up_of_a_watched_descriptor_cancels_the_wait_loop(store):
 def test_a_cancelled_wait_ends_at_once_whether_it_sleeps_on_inotify_or_polls(store, monkeypatch, inotify):
     import threading
 
-    from storage import blocking
+    from storage import blocking, inotify
     if not inotify:
-        monkeypatch.setattr(blocking, "_libc", False)       # as where inotify is unavailable: poll
+        monkeypatch.setattr(inotify, "_libc", False)       # as where inotify is unavailable: poll
         monkeypatch.setattr(blocking, "POLL_MAX_S", 30.0)   # a poll step far longer than the test waits
     canceller = blocking.Canceller()
     attempts = []

@@ -113,7 +113,7 @@ def _script(db, source, limit, monkeypatch, mode="raw"):
     output bytes, peak traced memory)."""
     import io
 
-    from xstream_cli import session
+    from xstream_cli.execution import session
     monkeypatch.setattr(session, "MAX_LINE_BYTES", limit)
     s = session.Session(str(db), mode)
     out = io.BytesIO()
@@ -347,9 +347,9 @@ class _NoInotify:
 
 
 def test_out_of_inotify_instances_polls_with_back_off_and_says_so_once(store, monkeypatch, capsys):
-    from storage import blocking
-    monkeypatch.setattr(blocking, "_libc", _NoInotify())
-    monkeypatch.setattr(blocking, "_shared", None)
+    from storage import blocking, inotify
+    monkeypatch.setattr(inotify, "_libc", _NoInotify())
+    monkeypatch.setattr(inotify, "_shared", None)
     monkeypatch.setattr(blocking, "_warned", False, raising=False)
     calls = []
     real = blocking.versions
