@@ -13,6 +13,7 @@ import click
 
 from xstream_cli import __version__, context
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, is_command
+from xstream_cli.porcelain import ROOT_SETTINGS, register_all
 
 
 class XsGroup(click.Group):
@@ -55,7 +56,7 @@ def _mode_options(f):
 
 
 @click.group(cls=XsGroup, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False},
+             context_settings=ROOT_SETTINGS,
              epilog="\b\nRepeating a Redis command, as redis-cli:\n"
                     "  -r N     run it N times (-1: until Ctrl-C)\n"
                     "  -i SEC   wait SEC seconds between runs (e.g. 0.5)\n"
@@ -100,7 +101,6 @@ def interactive(g):
     run(g)
 
 
-from xstream_cli.porcelain import register_all  # noqa: E402
 
 register_all(cli)
 

@@ -334,19 +334,20 @@ _PORCELAIN = None
 
 def porcelain():
     """{name: click command} of the visible porcelain commands (imports
-    the click application)."""
+    click and the porcelain modules, not the application)."""
     global _PORCELAIN
     if _PORCELAIN is None:
-        from xstream_cli.app import cli
-        _PORCELAIN = {n: c for n, c in cli.commands.items() if not c.hidden}
+        from xstream_cli.porcelain import commands
+        _PORCELAIN = {n: c for n, c in commands()[1].items() if not c.hidden}
     return _PORCELAIN
 
 
 def _click_help(name, cmd, usage_only=False):
     import click
 
-    from xstream_cli.app import cli
-    with click.Context(cli, info_name="xs", **(cli.context_settings or {})) as parent:
+    from xstream_cli.porcelain import commands
+    root = commands()[0]
+    with click.Context(root, info_name="xs", **(root.context_settings or {})) as parent:
         ctx = click.Context(cmd, info_name=name, parent=parent)
         return ctx.get_usage() if usage_only else ctx.get_help()
 
