@@ -13,6 +13,7 @@ command table are generated from (tools/gen_docs.py).
 from storage import errors
 from xstream_cli.commands import groups as g
 from xstream_cli.commands import keyspace as k
+from xstream_cli.commands import reading as r
 from xstream_cli.commands import streams as s
 
 
@@ -53,9 +54,9 @@ COMMANDS = {
     b"XSETID": _c("xsetid", -3, s.parse_xsetid, s.xsetid, True, "set_id"),
     b"XCFGSET": _c("xcfgset", -2, s.parse_xcfgset, s.xcfgset, True, "configure_idmp"),
     b"XIDMPRECORD": _c("xidmprecord", 5, s.parse_xidmprecord, s.xidmprecord, True, "record_idmp"),
-    b"XREAD": _c("xread", -4, s.parse_xread, s.xread, False, "read_streams",
-                 blocking=True, prepare=s.prepare_xread),
-    b"XREADGROUP": _c("xreadgroup", -7, g.parse_xreadgroup, g.xreadgroup, True, "read_group", blocking=True),
+    b"XREAD": _c("xread", -4, r.parse_xread, r.xread, False, "read_streams",
+                 blocking=True, prepare=r.prepare_xread),
+    b"XREADGROUP": _c("xreadgroup", -7, r.parse_xreadgroup, r.xreadgroup, True, "read_group", blocking=True),
     b"XACK": _c("xack", -4, g.parse_xack, g.xack, True, "ack"),
     b"XACKDEL": _c("xackdel", -6, g.parse_xackdel, g.xackdel, True, "ack_delete"),
     b"XNACK": _c("xnack", -7, g.parse_xnack, g.xnack, True, "nack"),

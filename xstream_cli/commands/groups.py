@@ -1,5 +1,5 @@
-"""Consumer-group commands: XGROUP, XREADGROUP, XACK, XACKDEL, XNACK,
-XPENDING, XCLAIM, XAUTOCLAIM.  ``parse_<cmd>(argv)`` (the grammar is its
+"""Consumer-group commands: XGROUP, XACK, XACKDEL, XNACK, XPENDING,
+XCLAIM, XAUTOCLAIM (XREADGROUP: xstream_cli/commands/reading.py).  ``parse_<cmd>(argv)`` (the grammar is its
 docstring) returns one engine verb's arguments without touching the
 store; ``<cmd>(tx, *args)`` makes the call and returns the reply value.
 """
@@ -7,7 +7,7 @@ from storage import errors
 from storage.ids import MAX_ID, fmt, parse_id, parse_range_id
 from storage.options import AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions
 from xstream_cli.commands.parsing import deferring, ll
-from xstream_cli.commands.streams import _ids, parse_ids_block, parse_read, read_reply
+from xstream_cli.commands.streams import _ids, parse_ids_block
 from xstream_cli.output.reply import OK, Status
 
 XGROUP_HELP = [
@@ -120,18 +120,6 @@ def parse_xgroup_help(argv):
 
 def xgroup_help(tx):
     return [Status(x) for x in XGROUP_HELP]
-
-
-# ============================================================= XREADGROUP
-
-def parse_xreadgroup(argv):
-    """XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT n] [MAXSIZE bytes]
-    [BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]"""
-    return (parse_read(argv, True),)
-
-
-def xreadgroup(tx, opts):
-    return read_reply(tx.read_group(opts))
 
 
 # ============================================================== XACK & co
