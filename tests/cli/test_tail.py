@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ROOT, XS, run_xs
-from tests.engine.test_blocking import TIMEOUT, wait_blocked
+from tests.cli.test_blocking_cli import TIMEOUT, wait_blocked
 
 
 @pytest.fixture

@@ -311,7 +311,7 @@ def test_save_restore_and_export_import_round_trip_mixed_streams_byte_for_byte(t
 
 @pytest.fixture
 def ro_mount(tmp_path):
-    from tests.engine.test_read_only_store import IS_ROOT
+    from tests.cli.test_read_only_store import IS_ROOT
     if not IS_ROOT or not shutil.which("mount"):
         pytest.skip("needs root to make a read-only bind mount")
     rw, ro = tmp_path / "rw", tmp_path / "ro"

@@ -131,13 +131,3 @@ def test_arbitrary_json_in_any_import_format_is_imported_or_refused_changing_not
                                  exchange.ExchangeError)
 
 
-@SETTINGS
-@given(lines=st.lists(st.binary(max_size=40) | st.text(max_size=30).map(lambda t: t.encode("utf-8")),
-                      min_size=1, max_size=6))
-def test_arbitrary_bytes_as_kv_or_jsonl_lines_are_imported_or_refused_changing_nothing(store, lines):
-    from xstream_cli.splitargs import split_line
-    data = [l.replace(b"\n", b" ") + b"\n" for l in lines]
-    for fmt in ("kv", "jsonl"):
-        _refused_changes_nothing(store, lambda: exchange.import_lines(store, data, fmt=fmt, stream=b"in",
-                                                                      split=split_line, batch=10 ** 6),
-                                 exchange.ExchangeError)
