@@ -30,17 +30,17 @@ def run_one(g, argv):
         return EXIT_OK
     mode = context.resolve_mode(g.mode)
     try:
-        lookup(argv)
+        cmd = lookup(argv)
     except RedisError as e:
         _error(mode, e, argv)
         return EXIT_ERROR
     from xstream_cli.execution.session import open_session
-    s = open_session(g, mode, reads_only=_reads_only(argv))
+    s = open_session(g, mode, reads_only=_reads_only(cmd, argv))
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
         try:
-            r = s.execute(list(argv))
+            r = s.execute(list(argv), cmd)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         except StoreFailure as e:
@@ -154,17 +154,16 @@ def run_script(g):
         context.fail(str(e))
 
 
-def _reads_only(argv):
-    """True for a known command that never writes and never waits (XLEN,
-    XRANGE, XINFO, XREAD without BLOCK, ...): it can run on a read-only
-    open of the store.  A blocking read opens the store for writing: it
-    makes and watches the store's notification files."""
+def _reads_only(cmd, argv):
+    """True for a command (``cmd``, looked up from ``argv``) that never
+    writes and never waits (XLEN, XRANGE, XINFO, XREAD without BLOCK,
+    ...): it can run on a read-only open of the store.  A blocking read
+    opens the store for writing: it makes and watches the store's
+    notification files."""
     from storage.errors import RedisError
-    from xstream_cli.commands import lookup
+    if cmd.write:
+        return False
     try:
-        cmd = lookup(argv)
-        if cmd.write:
-            return False
         return not cmd.blocking or cmd.parse(argv)[0].block is None
     except RedisError:
         return False

@@ -10,7 +10,6 @@ from storage.options import ReadOptions
 from xstream_cli.commands.parsing import ll
 from xstream_cli.output.reply import Map
 
-
 # ================================================================== XREAD
 
 def parse_timeout(arg):

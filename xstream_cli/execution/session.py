@@ -92,11 +92,13 @@ class Session:
 
     # ------------------------------------------------------------ one command
 
-    def execute(self, argv):
-        """Run one command (argv: list of bytes) in its own transaction;
-        returns the reply value (a RedisError for an error reply)."""
+    def execute(self, argv, cmd=None):
+        """Run one command (argv: list of bytes; ``cmd``: its Command if
+        already looked up) in its own transaction; returns the reply value
+        (a RedisError for an error reply)."""
         try:
-            cmd = lookup(argv)
+            if cmd is None:
+                cmd = lookup(argv)
             args = cmd.parse(argv)
             if cmd.write and self.store.readonly:
                 raise errors.read_only(self.store.why_read_only or "it is open read-only")
