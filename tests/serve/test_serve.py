@@ -235,6 +235,19 @@ def test_a_bulk_length_over_512mb_is_a_protocol_error_and_closes(served):
     assert served.client().ping()
 
 
+@pytest.mark.differential
+@pytest.mark.parametrize("request_", [b"* 1\r\n$4\r\nPING\r\n", b"*+1\r\n$4\r\nPING\r\n",
+                                      b"*1_0\r\n$4\r\nPING\r\n", b"*01\r\n$4\r\nPING\r\n",
+                                      b"*1\r\n$+4\r\nPING\r\n", b"*1\r\n$ 4\r\nPING\r\n",
+                                      b"*1\r\n$04\r\nPING\r\n"])
+def test_a_loose_length_header_is_refused_and_closes_as_redis_server_does(served, redis, request_):
+    """Lengths are read as Redis's string2ll reads them: no sign, space,
+    underscore or leading zero (Python's int() took all four)."""
+    want = raw(redis.port, request_, expect_close=True)
+    assert want.startswith(b"-ERR Protocol error: invalid ")
+    assert raw(served.port, request_, expect_close=True) == want
+
+
 def test_select_other_than_0_is_refused_as_with_one_database(served):
     r = served.client()
     assert r.execute_command("SELECT", 0)

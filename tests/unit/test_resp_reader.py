@@ -64,3 +64,22 @@ def test_an_argument_over_the_bulk_limit_is_a_protocol_error():
         assert isinstance(got[1], ProtocolError) and "invalid bulk length" in str(got[1])
         got, _ = read(wire([[b"ECHO", b"y" * size]]), [], max_bulk=size)
         assert got == [[b"ECHO", b"y" * size]]
+
+
+# headers Python's int() reads but Redis's string2ll refuses (issue 29, item 13)
+LOOSE_COUNTS = [b"* 1", b"*+1", b"*1_0", b"*01", b"*1 ", b"*\xd9\xa1", b"*"]
+LOOSE_LENGTHS = [b"$+4", b"$ 4", b"$0_4", b"$04", b"$4 ", b"$"]
+
+
+def test_a_loose_multibulk_count_is_a_protocol_error_as_in_redis():
+    for h in LOOSE_COUNTS:
+        got, _ = read(h + b"\r\n$4\r\nPING\r\n", [])
+        assert len(got) == 1 and isinstance(got[0], ProtocolError), h
+        assert str(got[0]) == "Protocol error: invalid multibulk length", h
+
+
+def test_a_loose_bulk_length_is_a_protocol_error_as_in_redis():
+    for h in LOOSE_LENGTHS:
+        got, _ = read(b"*1\r\n" + h + b"\r\nPING\r\n", [])
+        assert len(got) == 1 and isinstance(got[0], ProtocolError), h
+        assert str(got[0]) == "Protocol error: invalid bulk length", h

@@ -16,6 +16,7 @@ Redis sends null arrays (``array_null``).
 """
 from storage.codec import Entries
 from storage.errors import RedisError
+from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import Map, Status
 
 MAX_BULK = 512 << 20            # proto-max-bulk-len
@@ -107,11 +108,8 @@ class RequestParser:
                         if end - pos > MAX_INLINE:
                             raise ProtocolError("Protocol error: too big mbulk count string")
                         break
-                    try:
-                        n = int(data[pos + 1:nl])
-                    except ValueError:
-                        raise ProtocolError("Protocol error: invalid multibulk length")
-                    if n > MAX_MULTIBULK:
+                    n = string2ll(data[pos + 1:nl])      # strict, as Redis: no "+1", " 1", "1_0", "01"
+                    if n is None or n > MAX_MULTIBULK:
                         raise ProtocolError("Protocol error: invalid multibulk length")
                     pos = nl + 2
                     if n <= 0:
@@ -131,11 +129,8 @@ class RequestParser:
                         if end - pos > MAX_INLINE:
                             raise ProtocolError("Protocol error: too big bulk count string")
                         break
-                    try:
-                        ln = int(data[pos + 1:nl])
-                    except ValueError:
-                        raise ProtocolError("Protocol error: invalid bulk length")
-                    if ln < 0 or ln > max_bulk:
+                    ln = string2ll(data[pos + 1:nl])
+                    if ln is None or ln < 0 or ln > max_bulk:
                         raise ProtocolError("Protocol error: invalid bulk length")
                     stop = nl + 2 + ln
                     if end < stop + 2:
