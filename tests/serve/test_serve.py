@@ -391,6 +391,36 @@ def test_requirepass_refuses_commands_until_auth(tmp_path):
         s.stop(signal.SIGKILL)
 
 
+def test_password_guessing_is_slowed_down_and_logged_once_a_second(tmp_path):
+    """60 wrong passwords from 20 connections at once: the server answers
+    at most 100 a second (0.6 s at least), each reply is still WRONGPASS,
+    the log has about a line a second (not one per guess), and the right
+    password still works."""
+    s = Served(tmp_path / "store", "--requirepass", "s3cret")
+    try:
+        conns = [socket.create_connection(("127.0.0.1", s.port), timeout=30) for _ in range(20)]
+        t = time.monotonic()
+        for c in conns:
+            c.sendall(b"AUTH nope\r\n" * 3)
+        want = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n" * 3
+        for c in conns:
+            got = b""
+            while len(got) < len(want):
+                chunk = c.recv(65536)
+                assert chunk, got
+                got += chunk
+            assert got == want
+        elapsed = time.monotonic() - t
+        assert elapsed >= 0.6, elapsed
+        for c in conns:
+            c.close()
+        assert s.client(password="s3cret").ping()
+    finally:
+        s.stop()
+    lines = [l for l in s.proc.stderr.read().decode().splitlines() if "wrong password" in l]
+    assert 1 <= len(lines) <= elapsed + 2, lines
+
+
 def test_protected_mode_refuses_non_loopback_clients_without_password(tmp_path):
     """Bound to every address without a password: a client from a
     non-loopback address gets DENIED; loopback still works."""

@@ -7,6 +7,7 @@ run by the engine thread; nothing here implements a stream command.
 Who imports it: xstream_cli.server.connection.
 """
 import asyncio
+import hmac
 import os
 import time
 
@@ -94,10 +95,37 @@ def _reset(srv, c, argv):
     return Status("RESET")
 
 
+AUTH_FAILURES_PER_S = 100      # server-wide: wrong passwords are answered no faster than this
+AUTH_CLIENT_DELAY_MAX_S = 2.0   # a client's own failures: 0.05 s, doubled each time, up to this
+AUTH_LOG_EVERY_S = 1.0          # at most one "wrong password" log line per second
+
+
 def _check_pass(srv, user, password):
+    """The password against requirepass in constant time (the user name
+    is not a secret: only ``default`` exists)."""
     if user is not None and user != b"default":
         return False
-    return srv.config.requirepass is not None and password == srv.config.requirepass.encode()
+    want = srv.config.requirepass
+    return want is not None and hmac.compare_digest(password, want.encode())
+
+
+def _wrong_password(srv, c):
+    """A failed AUTH or HELLO AUTH by ``c``: WRONGPASS, answered only after
+    a delay (``c.auth_delay``, slept by the connection): the server's
+    budget of AUTH_FAILURES_PER_S and the client's own doubling delay,
+    whichever is longer; one log line per AUTH_LOG_EVERY_S at most."""
+    now = time.monotonic()
+    srv.auth_next = max(now, srv.auth_next) + 1.0 / AUTH_FAILURES_PER_S
+    c.auth_failures += 1
+    own = min(0.05 * 2 ** (c.auth_failures - 1), AUTH_CLIENT_DELAY_MAX_S)
+    c.auth_delay = max(srv.auth_next - now, own)
+    srv.auth_failed += 1
+    if now >= srv.auth_log_at:
+        log.warning("wrong password: %d failed AUTH since the last such line (last by client %d)",
+                    srv.auth_failed, c.id)
+        srv.auth_failed = 0
+        srv.auth_log_at = now + AUTH_LOG_EVERY_S
+    return _err(WRONGPASS)
 
 
 @_local(b"AUTH", arity=-2)
@@ -108,9 +136,9 @@ def _auth(srv, c, argv):
         return _err(NOPASS) if len(argv) == 2 else _err(WRONGPASS) if argv[1] != b"default" else OK
     user = argv[1] if len(argv) == 3 else None
     if not _check_pass(srv, user, argv[-1]):
-        log.warning("client %d: wrong password", c.id)
-        return _err(WRONGPASS)
+        return _wrong_password(srv, c)
     c.authed = True
+    c.auth_failures = 0
     return OK
 
 
@@ -136,7 +164,7 @@ def _hello(srv, c, argv):
                 if argv[i + 1] != b"default":
                     return _err(WRONGPASS)
             elif not _check_pass(srv, argv[i + 1], argv[i + 2]):
-                return _err(WRONGPASS)
+                return _wrong_password(srv, c)
             authed = True
             i += 3
         elif opt == b"SETNAME" and left >= 1:

@@ -63,6 +63,8 @@ class Client:
         self.inflight = False        # a job sent by Server._pump is with the engine
         self.call = None             # the blocked wait in progress
         self.killed = False
+        self.auth_failures = 0       # wrong passwords in a row
+        self.auth_delay = 0.0        # seconds to wait before answering a wrong password
         self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
 
     def info_line(self):
@@ -101,6 +103,9 @@ class Server:
         self.pool = None
         self.servers = []
         self.stopping = False
+        self.auth_next = 0.0         # when the server may answer its next wrong password (monotonic)
+        self.auth_failed = 0         # wrong passwords since the last log line about them
+        self.auth_log_at = 0.0       # when that line may be written again
 
     # ---------------------------------------------------------- life cycle
 
@@ -332,6 +337,8 @@ class Server:
     async def _dispatch(self, c, cmds):
         batch = []                   # Items waiting for the engine
         for argv in cmds:
+            if c.auth_delay:
+                await self._auth_penalty(c)
             if c.closing:
                 break
             if isinstance(argv, ProtocolError):
@@ -376,7 +383,15 @@ class Server:
                 batch.append(r)
             elif r is not None:
                 batch.append(Item(reply=r))
+        if c.auth_delay:
+            await self._auth_penalty(c)
         await self._flush(c, batch)
+
+    async def _auth_penalty(self, c):
+        """Hold a client's replies after a wrong password (commands.py,
+        _wrong_password): guessing is slow, other clients go on."""
+        delay, c.auth_delay = c.auth_delay, 0.0
+        await asyncio.sleep(delay)
 
     async def _flush(self, c, items):
         """Run ``items`` in order and send their replies; a blocked read
