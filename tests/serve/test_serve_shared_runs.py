@@ -111,3 +111,26 @@ def test_one_failing_command_in_a_run_fails_alone(tmp_path, fixed_clock):
         assert pending.startswith(b"*4\r\n:2\r\n$3\r\n1-2\r\n$3\r\n1-3\r\n")
     finally:
         store.close()
+
+
+def test_config_get_reads_the_store_through_the_engine_thread_only(tmp_path):
+    """The event loop never opens a transaction: CONFIG GET's store
+    settings are an engine job (issue 29, item 12), so they are read under
+    the engine's lock like every other command."""
+    from xstream_cli.server.commands import LOCAL
+    from xstream_cli.server.config import Config
+    from xstream_cli.server.connection import Server
+    from xstream_cli.server.engine import Item
+    store = Store(str(tmp_path / "db"))
+    calls = []
+    real = store.run
+    store.run = lambda *a, **kw: calls.append(a) or real(*a, **kw)
+    try:
+        srv = Server(store, Config())
+        r = LOCAL[b"CONFIG"][0](srv, None, [b"CONFIG", b"GET", b"*"])
+        assert isinstance(r, Item) and r.fn is not None and not calls
+        got = real(r.fn)
+        names = [k for k, _ in got.pairs]
+        assert b"maxclients" in names and b"stream-node-max-entries" in names
+    finally:
+        store.close()

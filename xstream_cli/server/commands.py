@@ -365,8 +365,11 @@ def _config(srv, c, argv):
                 if match(pat.lower(), name.encode()) and name not in dict(pairs):
                     pairs.append((name, params[name][0]()))
         out = [(k.encode(), v.encode()) for k, v in pairs]
-        # the store's settings (node sizes): kept in the store, shared with CLI processes
-        return Map(out + srv.store.run(lambda tx: keyspace.config_get(tx, *keyspace.parse_config_get(argv))).pairs)
+        # the store's settings (node sizes): kept in the store, shared with CLI
+        # processes, read by the engine thread like every other access to the
+        # store (under its lock: a map growth another read adopts must not
+        # invalidate a transaction of the engine's)
+        return Item(fn=lambda tx: Map(out + keyspace.config_get(tx, *keyspace.parse_config_get(argv)).pairs))
     if sub == b"SET" and len(argv) >= 4 and len(argv) % 2 == 0:
         names = [a.decode("utf-8", "replace").lower() for a in argv[2::2]]
         stored = [n for n in names if n in STORE_PARAMS]
