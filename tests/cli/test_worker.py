@@ -240,6 +240,24 @@ def test_a_failing_command_ends_in_the_dead_letter_stream_after_exactly_n_delive
     assert seen[-1]["dead-letter"] == {"stream": "dead", "id": dead[0][0]}
 
 
+def test_a_child_left_holding_stderr_does_not_hold_up_the_next_entry(db, tmp_path):
+    """CMD starts a background child that keeps its stderr open, writes
+    to stderr and fails: the worker settles each entry as soon as CMD has
+    exited and its stderr is read (it used to wait 1 s for the child), and
+    the dead-letter record still holds all CMD wrote (issue 29, item 16)."""
+    ids = fill(db, ["XADD s * n %d" % k for k in range(8)])
+    cmd = ("sh", "-c", 'cat >/dev/null; sleep 5 >/dev/null & echo "boom $XS_ID" >&2; exit 3')
+    t = time.monotonic()
+    p = run_worker(db, "s", "-g", "g", "-c", "c", "--once", "--max-deliveries", "1", "--dead-letter", "dead",
+                   cmd=cmd)
+    elapsed = time.monotonic() - t
+    assert p.returncode == 0, p.stderr
+    dead = xs_json(db, "XRANGE dead - +")
+    assert [f[3] for _, f in dead] == ids
+    assert [f[13] for _, f in dead] == ["boom %s\n" % i for i in ids]
+    assert elapsed < 6, elapsed                 # 8 entries: at least 8 s when each waited for the child
+
+
 def test_once_leaves_a_failed_entry_pending_for_the_next_run(db, tmp_path):
     (i,) = fill(db, ["XADD s * n 1"])
     log = tmp_path / "log"

@@ -93,6 +93,8 @@ class Job:
         self.cancelled = False
         import threading
         self.lock = threading.Lock()
+        self.exited = False                  # CMD has exited (its stderr may still be open)
+        self.drained = threading.Event()     # its stderr holds nothing CMD wrote any more
 
     @property
     def ok(self):
@@ -175,21 +177,41 @@ def _feed(pipe, data):
 
 
 def _drain(job, fd, err):
+    """Pass CMD's stderr through, keeping its last STDERR_KEEP bytes in
+    ``job.tail``.  Once CMD has exited (``job.exited``) and the pipe holds
+    nothing more (all CMD wrote is in it by then), ``job.drained`` is set:
+    a child CMD left behind that still holds stderr does not hold up the
+    worker; what it writes later is still passed through, until EOF."""
+    import select
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     keep = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        err.passthrough(chunk)
-        keep = (keep + chunk)[-STDERR_KEEP:]
-        job.tail = keep
     try:
-        os.close(fd)
-    except OSError:
-        pass
+        while True:
+            try:
+                ready = poller.poll(20)
+            except InterruptedError:
+                continue
+            if not ready:
+                if job.exited:
+                    job.drained.set()
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            err.passthrough(chunk)
+            if not job.drained.is_set():
+                keep = (keep + chunk)[-STDERR_KEEP:]
+                job.tail = keep
+    finally:
+        job.drained.set()
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
@@ -223,7 +245,8 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
                 job.kill(signal.SIGKILL)
                 p.wait()
         job.rc = p.returncode
-        reader.join(1.0)          # a grandchild may hold stderr open: do not wait for it
+        job.exited = True
+        job.drained.wait(1.0)     # what CMD wrote is read; a child left holding stderr is not waited for
     except BaseException as e:    # never leave the main thread waiting for a job
         if job.exec_error is None and job.rc is None:
             job.exec_error = "worker thread: %s" % e
