@@ -102,13 +102,13 @@ def notify(store, names):
         os.close(d)
 
 
-def _refused(store, e):
+def refused(store, e):
     """A StoreFailure for an entry of the store that must not be used."""
     from storage.txn import StoreFailure
     return StoreFailure("refusing to use store %s: %s" % (store.path, e))
 
 
-def _notify_dir(store):
+def notify_dir(store):
     """The store's notification directory (made if missing), open: the
     caller closes it.  Raises StoreFailure for a link or another user's
     directory, OSError otherwise."""
@@ -118,7 +118,7 @@ def _notify_dir(store):
     try:
         return open_private_dir(store.dir_fd, NOTIFY_DIR, NOTIFY_DIR)
     except UnsafeEntry as e:
-        raise _refused(store, e)
+        raise refused(store, e)
 
 
 # ------------------------------------------------------------------ readers
@@ -210,14 +210,14 @@ class Waiter:
         """Make the streams' notification files (private, no link
         followed) and watch them."""
         from storage.files import UnsafeEntry, make_private_file
-        d = _notify_dir(self.store)
+        d = notify_dir(self.store)
         try:
             names = [notify_name(k) for k in self.keys]
             for n in names:
                 try:
                     make_private_file(d, n, "%s/%s" % (NOTIFY_DIR, n))
                 except UnsafeEntry as e:
-                    raise _refused(self.store, e)
+                    raise refused(self.store, e)
             base = "/proc/self/fd/%d/" % d
             if not os.path.isdir(base):
                 base = os.path.join(self.store.root, NOTIFY_DIR, "")
@@ -336,93 +336,6 @@ class Waiter:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-# ------------------------------------------------------------ fair sharing
-
-class Queue:
-    """First come, first served among the consumers of one group blocked
-    on one stream (Redis serves the client blocked longest).
-
-    Each blocked reader holds a ticket, an empty file
-    ``notify/<stream hash>.<group hash>.q/<wait start ns>.<pid>``; a new
-    block takes a new ticket, so a reader just served goes to the back.
-    ``first()`` tells whether no live reader has waited longer; tickets
-    of processes that died are removed when seen.  Errors make every
-    reader "first": fairness is best effort, progress is not.  The
-    directory is opened once (no link followed) and every operation is
-    relative to it; a link or another user's directory there is refused
-    (StoreFailure)."""
-
-    def __init__(self, store, key, group):
-        from storage.files import UnsafeEntry, make_private_file, open_private_dir
-        self.fd = None             # the queue directory
-        self.name = None           # our ticket
-        try:
-            d = _notify_dir(store)
-        except OSError:
-            return
-        label = "%s/%s.%s.q" % (NOTIFY_DIR, notify_name(key), notify_name(group))
-        try:
-            self.fd = open_private_dir(d, label.rsplit("/", 1)[1], label)
-            name = "%020d.%d" % (time.time_ns(), os.getpid())
-            make_private_file(self.fd, name, "%s/%s" % (label, name), exclusive=True)
-            self.name = name
-        except UnsafeEntry as e:
-            self.leave()
-            raise _refused(store, e)
-        except OSError:
-            self.leave()
-        finally:
-            os.close(d)
-
-    def first(self):
-        if self.name is None:
-            return True
-        try:
-            names = sorted(os.listdir(self.fd))
-        except OSError:
-            return True
-        for n in names:
-            if n >= self.name:
-                return True
-            pid = _ticket_pid(n)
-            if pid is None:
-                continue                # not a ticket: ignored (never removed)
-            try:
-                os.kill(pid, 0)
-                return False            # an older, live waiter
-            except ProcessLookupError:
-                try:
-                    os.unlink(n, dir_fd=self.fd)
-                except OSError:
-                    pass
-            except OSError:
-                return False
-        return True
-
-    def leave(self):
-        fd, self.fd = self.fd, None
-        name, self.name = self.name, None
-        if fd is not None:
-            if name is not None:
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except OSError:
-                    pass
-            os.close(fd)
-
-
-def _ticket_pid(name):
-    """The pid of a queue ticket ``<ns>.<pid>`` (ASCII digits, a pid a
-    process can have), or None for any other name."""
-    stamp, dot, pid = name.partition(".")
-    if not (dot and stamp.isascii() and stamp.isdigit() and pid.isascii() and pid.isdigit()):
-        return None
-    if len(pid) > 10:
-        return None
-    pid = int(pid)
-    return pid if 0 < pid < (1 << 31) else None
 
 
 # ------------------------------------------------------------ the wait loop

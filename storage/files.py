@@ -372,7 +372,15 @@ def make_private_file(dir_fd, name, label, exclusive=False):
     """Create (or, unless ``exclusive``, open) the empty file ``name`` in
     ``dir_fd``, 0600, without following a link.  Raises UnsafeEntry
     (named ``label``) or OSError."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    os.close(open_private_file(dir_fd, name, label, os.O_WRONLY, exclusive))
+
+
+def open_private_file(dir_fd, name, label, flags=os.O_RDWR, exclusive=False):
+    """The file ``name`` in ``dir_fd`` (made 0600 if missing), opened with
+    ``flags`` without following a link, checked (this user's, one name)
+    and made private; the caller closes the descriptor.  Raises
+    UnsafeEntry (named ``label``) or OSError."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         f = os.open(name, flags | (os.O_EXCL if exclusive else 0), 0o600, dir_fd=dir_fd)
     except OSError as e:
@@ -380,8 +388,10 @@ def make_private_file(dir_fd, name, label, exclusive=False):
         raise
     try:
         _check_opened(f, label, "file")
-    finally:
+    except BaseException:
         os.close(f)
+        raise
+    return f
 
 
 def _make_file(dir_fd, name, fill, durable):

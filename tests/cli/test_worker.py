@@ -313,6 +313,36 @@ def test_a_worker_killed_mid_entry_has_it_redelivered_to_the_next_worker(db, tmp
     assert pending(db) == []
 
 
+def test_a_second_live_worker_with_the_same_consumer_name_is_refused(db, tmp_path):
+    """Two workers under one consumer name would run one entry twice at
+    once: the second is refused (exit 1, naming the first's pid) and
+    changes nothing; another name runs beside it; once the first is
+    gone, even by SIGKILL, the name is free (issue 29, item 15)."""
+    (i,) = fill(db, ["XADD s * n 1"])
+    mark = tmp_path / "mark"
+    p = start_worker(db, "s", "-g", "g", "-c", "a", cmd=(PY, "-c", HANG), env={"MARK": str(mark)})
+    try:
+        cmd_pid = int(wait_for(mark)[0].split()[0])
+        q = run_worker(db, "s", "-g", "g", "-c", "a", "--once", env={"LOG": str(tmp_path / "log")})
+        assert q.returncode == 1
+        assert q.stderr.decode() == ("xs: worker: consumer a of group g on stream s is already served by a "
+                                     "live xs worker (pid %d); give this one another --consumer\n" % p.pid)
+        assert not (tmp_path / "log").exists()
+        assert [(r[0], r[1], r[3]) for r in pending(db)] == [(i, "a", 1)]
+        other = run_worker(db, "s", "-g", "g", "-c", "b", "--once", env={"LOG": str(tmp_path / "log")})
+        assert other.returncode == 0, other.stderr              # another consumer name: no conflict
+    finally:
+        p.kill()                                             # SIGKILL: the lock goes with the process
+        p.wait(timeout=TIMEOUT)
+        try:
+            os.kill(cmd_pid, signal.SIGKILL)
+        except (ProcessLookupError, NameError):
+            pass
+        p.communicate(timeout=TIMEOUT)
+    again = run_worker(db, "s", "-g", "g", "-c", "a", "--once", env={"LOG": str(tmp_path / "log")})
+    assert again.returncode == 0, again.stderr
+
+
 def test_a_slow_command_is_not_taken_over_while_its_worker_lives(db, tmp_path):
     fill(db, ["XADD s * n 1"])
     mark = tmp_path / "mark"

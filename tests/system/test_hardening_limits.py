@@ -385,7 +385,7 @@ STRAYS = ["stray", "0", "0.99999999999999999999999", "0.\u00b2", "1.2.3", "00000
 
 
 def test_stray_names_in_a_wait_queue_are_ignored_and_kept(store):
-    from storage.blocking import Queue
+    from storage.consumers import Queue
     q = Queue(store, b"s", b"g")
     try:
         assert q.fd is not None

@@ -47,7 +47,8 @@ def serve(store, cmd, args, w, cancel=None):
     nothing, and a write transaction would commit (for a group read,
     with an fsync).  ``cancel``: a storage.blocking.Canceller (raises
     storage.blocking.Cancelled)."""
-    from storage.blocking import Queue, wait_until
+    from storage.blocking import wait_until
+    from storage.consumers import Queue
 
     def retry(tx):
         return cmd.run(tx, *args)

@@ -788,7 +788,14 @@ def register(cli):
         g = ctx.obj or context.Globals()
         json_events = json_ or g.mode == "json"
         store = context.open_store(g)
+        from storage.consumers import ConsumerBusy, ConsumerLock
         from storage.ops import worker as W
+        try:
+            held = ConsumerLock(store, skey, os.fsencode(group), os.fsencode(consumer))
+        except ConsumerBusy as e:
+            context.fail("worker: consumer %s of group %s on stream %s is already served by a live xs worker%s; "
+                         "give this one another --consumer" % (consumer, group, stream,
+                                                               " (pid %d)" % e.pid if e.pid else ""))
         try:
             W.ensure_group(store, skey, os.fsencode(group), start_id)
             w = Worker(store, skey, os.fsencode(group), os.fsencode(consumer), list(cmd),
@@ -800,6 +807,8 @@ def register(cli):
             code = w.run()
         except RedisError as e:
             context.fail(e.text)
+        finally:
+            held.close()
         if w.stdout_gone:
             context.quiet_exit(0)
         sys.exit(code)
