@@ -299,8 +299,11 @@ def test_a_worker_killed_mid_entry_has_it_redelivered_to_the_next_worker(db, tmp
     pid = int(wait_for(mark)[0].split()[0])
     p.kill()                                                 # SIGKILL: no chance to release anything
     p.wait(timeout=TIMEOUT)
-    os.kill(pid, signal.SIGKILL)                             # its command was in a session of its own
-    p.communicate(timeout=TIMEOUT)                           # (and held the worker's stdout)
+    end = time.monotonic() + TIMEOUT                         # its command dies with it (the lifeline),
+    while alive(pid) and time.monotonic() < end:             # though it runs in a session of its own
+        time.sleep(0.02)
+    assert not alive(pid), "the command outlived its SIGKILLed worker"
+    p.communicate(timeout=TIMEOUT)                           # (it held the worker's stdout)
     rows = pending(db)
     assert [(r[0], r[1], r[3]) for r in rows] == [(i, "a", 1)]
     time.sleep(0.4)                                          # idle longer than --claim-idle

@@ -93,6 +93,7 @@ class Job:
         self.cancelled = False
         import threading
         self.lock = threading.Lock()
+        self.lifeline = None                 # the worker's _Lifeline (CMD's group dies with the worker)
         self.exited = False                  # CMD has exited (its stderr may still be open)
         self.drained = threading.Event()     # its stderr holds nothing CMD wrote any more
 
@@ -229,6 +230,8 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
                 job.exec_error = getattr(e, "strerror", None) or str(e)
                 return
             job.proc = p
+            if job.lifeline is not None:
+                job.lifeline.add(p.pid)
         efd = os.dup(p.stderr.fileno())
         p.stderr.close()
         reader = threading.Thread(target=_drain, args=(job, efd, err), daemon=True)
@@ -246,12 +249,100 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
                 p.wait()
         job.rc = p.returncode
         job.exited = True
+        if job.lifeline is not None:
+            job.lifeline.remove(p.pid)
         job.drained.wait(1.0)     # what CMD wrote is read; a child left holding stderr is not waited for
     except BaseException as e:    # never leave the main thread waiting for a job
         if job.exec_error is None and job.rc is None:
             job.exec_error = "worker thread: %s" % e
     finally:
         done(job)
+
+
+# A watchdog process, started once per worker in a session of its own: it
+# reads "+PGID" / "-PGID" lines while the worker runs commands; when the
+# worker is gone (EOF: it exited, or was SIGKILLed) it kills the process
+# groups of the commands still registered.
+_WATCHDOG = """
+import os, signal
+groups, buf = set(), b""
+while True:
+    try:
+        chunk = os.read(0, 4096)
+    except InterruptedError:
+        continue
+    if not chunk:
+        break
+    buf += chunk
+    *lines, buf = buf.split(b"\\n")
+    for line in lines:
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+for g in groups:
+    try:
+        os.killpg(g, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Lifeline:
+    """CMD runs in a session of its own (its process group is killed on
+    --timeout and on stop), so it would outlive a worker killed by
+    SIGKILL, and the entry, redelivered to the next worker, would run
+    twice at once.  A watchdog process holds the read end of a pipe of
+    which only this worker holds the write end: the kernel closes it
+    whatever ends the worker, and the watchdog then kills every command
+    group still registered.  (Between a command's start and its
+    registration there are a few microseconds in which a SIGKILL of the
+    worker would still leave it running.)"""
+
+    def __init__(self, proc, fd):
+        self.proc = proc
+        self.fd = fd
+
+    @classmethod
+    def start(cls):
+        """The watchdog, or None where it cannot start (then commands
+        outlive a killed worker, as before)."""
+        import subprocess
+        import sys
+        try:
+            r, w = os.pipe2(os.O_CLOEXEC)
+            try:
+                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG], stdin=r,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+            finally:
+                os.close(r)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return cls(proc, w)
+
+    def _say(self, line):
+        try:
+            os.write(self.fd, line)      # one short write: atomic on a pipe, from any thread
+        except OSError:
+            pass
+
+    def add(self, pgid):
+        self._say(b"+%d\n" % pgid)
+
+    def remove(self, pgid):
+        self._say(b"-%d\n" % pgid)
+
+    def close(self):
+        """The worker ends: the watchdog exits (killing what is still
+        registered: nothing, once the commands were stopped)."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+            try:
+                self.proc.wait(5)
+            except Exception:
+                pass
 
 
 # ================================================================ the loop
@@ -285,6 +376,7 @@ class Worker:
         self.stopping = False
         self.waiting = False          # in the wait: a signal raises _Stop there
         self.bell = None              # the Doorbell a finished job rings (while run() runs)
+        self.lifeline = None          # the _Lifeline that kills CMDs if this process dies (while run() runs)
         self.stdout_gone = False
         self.stats = {"acked": 0, "failed": 0, "dead": 0, "released": 0}
         self.started = time.monotonic()
@@ -386,6 +478,7 @@ class Worker:
     def _start(self, deliveries):
         from storage.ops.exchange import dumps, entry_record
         job = Job(deliveries)
+        job.lifeline = self.lifeline
         data = b"".join((dumps(entry_record(self.stream, d.id, d.fields)) + "\n").encode("utf-8")
                         for d in deliveries)
         env = dict(self.env)
@@ -549,6 +642,7 @@ class Worker:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             old[s] = signal.signal(s, self._on_signal)
         self.bell = Doorbell()
+        self.lifeline = _Lifeline.start()
         try:
             self._loop(MIN_ID)
             self._shutdown()
@@ -559,6 +653,8 @@ class Worker:
             raise
         finally:
             self.bell.close()
+            if self.lifeline is not None:
+                self.lifeline.close()
             for s, h in old.items():
                 signal.signal(s, h)
         self.err.line(self._summary(final=True))
