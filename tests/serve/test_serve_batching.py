@@ -705,3 +705,33 @@ def test_ping_is_answered_while_another_process_holds_the_write_lock(srv):
         holder.wait(10)
         writer.close()
         pinger.close()
+
+
+def test_sigterm_ends_the_server_while_another_process_holds_the_write_lock(srv):
+    """SIGTERM while an XADD waits for a write lock another process holds
+    for a minute: after the drain time (10 s) the server exits 0 without
+    it; the client gets no reply (the connection closes) and the entry
+    was never written (issue 29, item 9)."""
+    writer = Pipe(srv.port)
+    holder = subprocess.Popen([XS[0], "-c", HOLD_WRITE_LOCK, srv.db, "60"], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        writer.send([["XADD", "x", "*", "a", "b"]])
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = srv.proc.wait(40)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - t0
+        assert rc == 0 and took < 25, (rc, took)
+        writer.sock.settimeout(5)
+        assert writer.sock.recv(100) == b""          # closed, never answered
+        err = srv.proc.stderr.read().decode()
+        assert "write lock is held by another process" in err, err
+    finally:
+        holder.kill()
+        holder.wait(10)
+        writer.close()
+    assert _cli(srv.db, "XLEN x")[0] == 0

@@ -34,6 +34,7 @@ from xstream_cli.server.resp import ProtocolError, RequestParser, encode
 log = logging.getLogger("xs.serve")
 
 READ_SIZE = 1 << 16
+DRAIN_S = 10                   # on SIGTERM: how long commands under way may take to commit and answer
 
 
 class Client:
@@ -103,6 +104,7 @@ class Server:
         self.pool = None
         self.servers = []
         self.stopping = False
+        self.engine_stuck = False    # stopped while the engine still waited for the write lock
         self.auth_next = 0.0         # when the server may answer its next wrong password (monotonic)
         self.auth_failed = 0         # wrong passwords since the last log line about them
         self.auth_log_at = 0.0       # when that line may be written again
@@ -150,20 +152,27 @@ class Server:
         while any(c.call is not None for c in self.clients.values()) and time.monotonic() < deadline:
             self.engine.cancel_all()
             await asyncio.sleep(0.01)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + DRAIN_S
         while any(c.inflight for c in self.clients.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)          # jobs with the engine: their replies go out first
+        stuck = sum(1 for c in self.clients.values() if c.inflight)
         busy = [c.task for c in self.clients.values() if c.task is not None]
         for c in list(self.clients.values()):
             c.closing = True                     # no new commands; those under way finish
-        if busy:
-            await asyncio.wait(busy, timeout=10)
+        if busy and not stuck:
+            await asyncio.wait(busy, timeout=DRAIN_S)
         for c in list(self.clients.values()):
             c.writer.close()                     # after the replies already queued
         deadline = time.monotonic() + 2
         while self.clients and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        await self.loop.run_in_executor(None, self.engine.stop)
+        if not await self.loop.run_in_executor(None, self.engine.stop, 0 if stuck else DRAIN_S):
+            # another process holds the store's write lock: the engine waits
+            # for it with the commands it has; they were never committed (no
+            # reply was sent for them), so nothing acknowledged is lost
+            log.warning("the store's write lock is held by another process: stopping without the %d "
+                        "client(s) whose commands waited for it (nothing of theirs was written)", stuck or 1)
+            self.engine_stuck = True
         self.pool.shutdown(wait=False)
         if self.config.unixsocket:
             try:

@@ -138,10 +138,13 @@ class Engine:
     def start(self):
         self._thread.start()
 
-    def stop(self):
-        """Finish the jobs queued, then end the engine thread."""
+    def stop(self, timeout=None):
+        """Finish the jobs queued, then end the engine thread; False if it
+        is still running after ``timeout`` seconds (waiting for the
+        store's write lock, which another process holds)."""
         self.jobs.put(None)
-        self._thread.join()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def submit(self, job):
         self.jobs.put(job)
