@@ -666,3 +666,69 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_1(served, tmp_path):
                        capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert p.returncode == 1
     assert "address already in use" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_under_a_low_open_file_limit_maxclients_is_reduced_and_every_client_served(tmp_path):
+    """Under ``ulimit -n 256`` (hard), maxclients 10000 cannot be kept:
+    the server says so once, lowers it to what the descriptors allow,
+    refuses clients beyond it with Redis's error, and those it took keep
+    working -- no "Too many open files" in a reply, no log flood (issue 29,
+    item 7)."""
+    import resource
+    port = free_port()
+    db = str(tmp_path / "store")
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    proc = subprocess.Popen(XS + ["--db", db, "serve", "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT, preexec_fn=low_limit)
+    conns = []
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "xs serve did not start"
+                time.sleep(0.05)
+        r = redis.Redis(port=port)
+        n = int(r.config_get("maxclients")["maxclients"])
+        assert n == (256 - 64) // 5
+        r.close()
+        for _ in range(n + 20):
+            c = socket.create_connection(("127.0.0.1", port), timeout=10)
+            c.sendall(b"PING\r\n")
+            conns.append(c)
+        replies = [_read_lines(c, 1) for c in conns]
+        assert replies.count(b"+PONG\r\n") == n
+        assert replies.count(b"-ERR max number of clients reached\r\n") == 20
+        kept = [c for c, rep in zip(conns, replies) if rep == b"+PONG\r\n"]
+        for i, c in enumerate(kept[:20]):
+            c.sendall(b"XADD s * n %d\r\nXREAD BLOCK 1 STREAMS quiet%d $\r\n" % (i, i))
+        for c in kept[:20]:
+            got = _read_lines(c, 3)                         # the ID ($N, ID) and XREAD's null
+            assert got.startswith(b"$") and got.endswith(b"*-1\r\n"), got
+        with pytest.raises(redis.ResponseError, match="not able to handle the specified number of clients"):
+            kept[0].close()
+            redis.Redis(port=port).config_set("maxclients", n + 100)
+    finally:
+        for c in conns:
+            c.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    lines = err.decode().splitlines()
+    assert sum("maxclients has been reduced to %d" % n in l for l in lines) == 1, lines
+    assert len(err) < 20000, len(err)
+
+
+def _read_lines(c, n):
+    """What ``c`` receives until ``n`` CRLF-ended lines have come (or EOF)."""
+    c.settimeout(10)
+    data = b""
+    while data.count(b"\r\n") < n:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data

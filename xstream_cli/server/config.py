@@ -6,6 +6,10 @@ Who imports it: the server's connection and commands, and the porcelain
 """
 
 REDIS_VERSION = "8.10.0"        # the Redis whose stream semantics xs has
+# descriptors a client may hold: its socket, and while blocked a Canceller's
+# pipe, an inotify instance of its own and its group queue's directory
+FDS_PER_CLIENT = 5
+RESERVED_FDS = 64               # the store, listening sockets, logs, notification files
 
 
 def loopback(host):
@@ -31,6 +35,7 @@ class Config:
         self.max_bulk = max_bulk
         self.output_limit = output_limit
         self.durable = durable
+        self.fd_clients = None           # the most clients the open-file limit allows (fit_open_files)
         self.db = db
 
     # name -> (getter, setter or None)
@@ -43,7 +48,7 @@ class Config:
             "unixsocketperm": (lambda: "%o" % self.unixsocketperm if self.unixsocket else "0", None),
             "requirepass": (lambda: self.requirepass or "", self._set_pass),
             "protected-mode": (lambda: yes(self.protected_mode), self._set_protected),
-            "maxclients": (lambda: str(self.maxclients), self._set_int("maxclients", 1)),
+            "maxclients": (lambda: str(self.maxclients), self._set_maxclients),
             "proto-max-bulk-len": (lambda: str(self.max_bulk), self._set_int("max_bulk", 1 << 20)),
             "client-output-buffer-limit": (
                 lambda: "normal %d %d 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
@@ -55,6 +60,39 @@ class Config:
             "timeout": (lambda: "0", None),
             "dir": (lambda: self.db, None),
         }
+
+    def _set_maxclients(self, v):
+        before = self.maxclients
+        self._set_int("maxclients", 1)(v)
+        if self.fd_clients is not None and self.maxclients > self.fd_clients:
+            self.maxclients = before
+            raise ValueError("The operating system is not able to handle the specified number of clients, "
+                             "try with %d" % self.fd_clients)
+
+    def fit_open_files(self):
+        """Make room for ``maxclients`` in the open-file limit, as Redis
+        does at start: raise the soft RLIMIT_NOFILE toward the hard one,
+        and if that is not enough, lower maxclients to what fits (with
+        descriptors in reserve).  Returns the message to log, or None."""
+        import resource
+        need = self.maxclients * FDS_PER_CLIENT + RESERVED_FDS
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < need:
+            target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+            except (ValueError, OSError):
+                pass
+        if soft == resource.RLIM_INFINITY:
+            return None
+        self.fd_clients = max(1, (soft - RESERVED_FDS) // FDS_PER_CLIENT)
+        if self.maxclients <= self.fd_clients:
+            return None
+        asked, self.maxclients = self.maxclients, self.fd_clients
+        return ("you requested maxclients of %d requiring at least %d max file descriptors; the open files limit "
+                "is %d: maxclients has been reduced to %d to compensate for low ulimit. If you need higher "
+                "maxclients increase 'ulimit -n'." % (asked, need, soft, self.maxclients))
 
     def _set_pass(self, v):
         self.requirepass = v or None

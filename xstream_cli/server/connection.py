@@ -114,6 +114,9 @@ class Server:
     async def start(self):
         from concurrent.futures import ThreadPoolExecutor
         self.loop = asyncio.get_running_loop()
+        reduced = self.config.fit_open_files()
+        if reduced:
+            log.warning(reduced)
         self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
         self.engine.deliver = self._deliver
         self.engine.start()
