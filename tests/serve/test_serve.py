@@ -732,3 +732,39 @@ def _read_lines(c, n):
             break
         data += chunk
     return data
+
+
+def test_hundreds_of_blocked_clients_that_go_away_leave_no_wait_behind(served):
+    """300 clients block in XREADGROUP ... BLOCK 0 (more than the per-user
+    inotify instances, so many of the waits poll) and then disconnect:
+    every wait ends (none stays "blocked" with a thread, a queue ticket
+    and descriptors), the group's queue holds no ticket, and SIGTERM then
+    exits at once (issue 29, item 8)."""
+    r = served.client()
+    r.xgroup_create("s", "g", id="$", mkstream=True)
+    n = min(300, int(r.config_get("maxclients")["maxclients"]) - 5)
+    conns = []
+    try:
+        for i in range(n):
+            c = socket.create_connection(("127.0.0.1", served.port), timeout=10)
+            c.sendall(b"XREADGROUP GROUP g c%d BLOCK 0 STREAMS s >\r\n" % i)
+            conns.append(c)
+        deadline = time.monotonic() + 60
+        while r.info("clients")["blocked_clients"] != n:
+            assert time.monotonic() < deadline, r.info("clients")
+            time.sleep(0.05)
+    finally:
+        for c in conns:
+            c.close()
+    deadline = time.monotonic() + 15
+    while True:
+        info = r.info("clients")
+        if info["blocked_clients"] == 0 and info["connected_clients"] == 1:
+            break
+        assert time.monotonic() < deadline, info
+        time.sleep(0.05)
+    tickets = [f for _, _, fs in os.walk(os.path.join(served.db, "notify")) for f in fs if "." in f]
+    assert [t for t in tickets if not t.endswith(".w")] == []
+    r.close()
+    t = time.monotonic()
+    assert served.stop() == 0 and time.monotonic() - t < 10
