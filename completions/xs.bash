@@ -61,7 +61,7 @@ _xs_pspec() {
         ls) echo 'k|--help --idle-consumers --json|--idle-consumers:-' ;;
         restore) echo 'f|--check --help --replace|' ;;
         save) echo 'f|--help --stream|--stream:k' ;;
-        serve) echo '-|--bind --help --loglevel --maxclients --port --protected-mode --requirepass --requirepass-file --unixsocket --unixsocketperm|--bind:- --port:- --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error' ;;
+        serve) echo '-|--bind --help --loglevel --maxclients --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error' ;;
         tail) echo 'k|--consumer --follow --group --help --json --lines --no-ack -f -n|-n:- --lines:- --group:g --consumer:-' ;;
         trim) echo 'k|--approx --dry-run --help --idle-consumers --json --max-age --max-len --quiet -q|--max-age:- --max-len:- --idle-consumers:-' ;;
         worker) echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --dead-letter --group --help --json --max-deliveries --once --retry-delay --start --timeout -c -g|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:-' ;;

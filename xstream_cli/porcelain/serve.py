@@ -22,6 +22,16 @@ def register(cli):
                   help="Addresses to listen on (space separated). Loopback only by default.")
     @click.option("--port", default=6379, show_default=True, type=click.IntRange(0, 65535),
                   help="TCP port (0: any free port, logged).")
+    @click.option("--tls-port", default=0, type=click.IntRange(0, 65535), metavar="PORT",
+                  help="Also serve TLS on this port (with --port 0: TLS only).")
+    @click.option("--tls-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="The server's certificate (PEM), for --tls-port.")
+    @click.option("--tls-key-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="The server certificate's private key (PEM), for --tls-port.")
+    @click.option("--tls-ca-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="CA certificates (PEM) that sign the clients' certificates.")
+    @click.option("--tls-auth-clients", type=click.Choice(["yes", "no", "optional"]), default="yes",
+                  show_default=True, help="Whether TLS clients must present a certificate signed by that CA.")
     @click.option("--unixsocket", metavar="PATH", help="Listen on a Unix socket instead of TCP.")
     @click.option("--unixsocketperm", default="700", show_default=True, metavar="OCTAL",
                   help="Permissions of the Unix socket.")
@@ -34,8 +44,8 @@ def register(cli):
     @click.option("--loglevel", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
                   show_default=True, help="Log level (logs go to stderr).")
     @click.pass_obj
-    def serve(obj, bind, port, unixsocket, unixsocketperm, requirepass, requirepass_file, protected_mode,
-              maxclients, loglevel):
+    def serve(obj, bind, port, tls_port, tls_cert_file, tls_key_file, tls_ca_cert_file, tls_auth_clients,
+              unixsocket, unixsocketperm, requirepass, requirepass_file, protected_mode, maxclients, loglevel):
         """Serve the store to Redis clients (RESP2/RESP3).
 
         \b
@@ -65,11 +75,17 @@ def register(cli):
                 context.fail("cannot read %s: %s" % (requirepass_file, e.strerror))
             if not requirepass:
                 context.fail("%s holds no password" % requirepass_file)
-        log = setup_logging(loglevel)
-        store = context.open_store(obj)
         cfg = Config(bind=bind, port=port, unixsocket=unixsocket, unixsocketperm=perm, requirepass=requirepass,
                      protected_mode=protected_mode == "yes", maxclients=maxclients, durable=obj.durable,
-                     db=context.db_path(obj))
+                     db=context.db_path(obj), tls_port=tls_port, tls_cert_file=tls_cert_file,
+                     tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients)
+        if tls_port and unixsocket:
+            raise click.UsageError("--tls-port serves TCP; it does not go with --unixsocket")
+        problem = cfg.tls_problem()
+        if problem:
+            raise click.UsageError(problem)
+        log = setup_logging(loglevel)
+        store = context.open_store(obj)
         if protected_mode == "yes" and not requirepass and not unixsocket and \
                 any(not h.startswith("127.") and h not in ("localhost", "::1") for h in bind.split()):
             log.warning("bound to %s without a password: protected mode refuses clients not on loopback", bind)

@@ -24,7 +24,8 @@ class Config:
 
     def __init__(self, bind="127.0.0.1", port=6379, unixsocket=None, unixsocketperm=0o700,
                  requirepass=None, protected_mode=True, maxclients=10000,
-                 max_bulk=512 << 20, output_limit=256 << 20, durable=True, db=""):
+                 max_bulk=512 << 20, output_limit=256 << 20, durable=True, db="", tls_port=0,
+                 tls_cert_file=None, tls_key_file=None, tls_ca_cert_file=None, tls_auth_clients="yes"):
         self.bind = bind
         self.port = port
         self.unixsocket = unixsocket
@@ -37,6 +38,51 @@ class Config:
         self.durable = durable
         self.fd_clients = None           # the most clients the open-file limit allows (fit_open_files)
         self.db = db
+        self.tls_port = tls_port         # 0: no TLS listener
+        self.tls_cert_file = tls_cert_file
+        self.tls_key_file = tls_key_file
+        self.tls_ca_cert_file = tls_ca_cert_file
+        self.tls_auth_clients = tls_auth_clients     # yes | no | optional, as Redis
+
+    def tls_problem(self):
+        """Why the TLS options cannot work (a usage error), or None."""
+        if not self.tls_port:
+            return None
+        if not (self.tls_cert_file and self.tls_key_file):
+            return "--tls-port needs --tls-cert-file and --tls-key-file"
+        if self.tls_auth_clients != "no" and not self.tls_ca_cert_file:
+            return ("--tls-auth-clients %s needs --tls-ca-cert-file (the CA that signs the clients' "
+                    "certificates); give --tls-auth-clients no to take clients without one" % self.tls_auth_clients)
+        return None
+
+    def tls_context(self):
+        """The server's ssl.SSLContext (TLS 1.2 or later).  Raises OSError
+        (ssl.SSLError) for a certificate, key or CA that cannot be used."""
+        import ssl
+        for opt, path in (("--tls-cert-file", self.tls_cert_file), ("--tls-key-file", self.tls_key_file),
+                          ("--tls-ca-cert-file", self.tls_ca_cert_file)):
+            if path:
+                try:
+                    with open(path, "rb"):
+                        pass
+                except OSError as e:
+                    raise OSError("TLS: cannot read %s %s: %s" % (opt, path, e.strerror or e))
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        except ssl.SSLError as e:
+            raise OSError("TLS: --tls-cert-file %s and --tls-key-file %s are not a PEM certificate and its "
+                          "private key (%s)" % (self.tls_cert_file, self.tls_key_file, e.reason or e))
+        if self.tls_ca_cert_file:
+            try:
+                ctx.load_verify_locations(self.tls_ca_cert_file)
+            except ssl.SSLError as e:
+                raise OSError("TLS: --tls-ca-cert-file %s holds no PEM CA certificate (%s)" % (
+                    self.tls_ca_cert_file, e.reason or e))
+        ctx.verify_mode = {"yes": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "no": ssl.CERT_NONE}[
+            self.tls_auth_clients]
+        return ctx
 
     # name -> (getter, setter or None)
     def params(self):
@@ -44,6 +90,11 @@ class Config:
         return {
             "bind": (lambda: self.bind or "", None),
             "port": (lambda: str(self.port if self.unixsocket is None else 0), None),
+            "tls-port": (lambda: str(self.tls_port or 0), None),
+            "tls-cert-file": (lambda: self.tls_cert_file or "", None),
+            "tls-key-file": (lambda: self.tls_key_file or "", None),
+            "tls-ca-cert-file": (lambda: self.tls_ca_cert_file or "", None),
+            "tls-auth-clients": (lambda: self.tls_auth_clients, None),
             "unixsocket": (lambda: self.unixsocket or "", None),
             "unixsocketperm": (lambda: "%o" % self.unixsocketperm if self.unixsocket else "0", None),
             "requirepass": (lambda: self.requirepass or "", self._set_pass),

@@ -136,12 +136,23 @@ class Server:
             log.info("ready to accept connections at unix socket %s (store %s)", c.unixsocket, c.db)
         else:
             hosts = c.bind.split() if c.bind else ["127.0.0.1"]
-            srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.port,
-                                                reuse_address=True)
-            self.servers.append(srv)
-            if not c.port:
-                c.port = srv.sockets[0].getsockname()[1]
-            log.info("ready to accept connections on %s port %d (store %s)", " ".join(hosts), c.port, c.db)
+            if c.tls_port:
+                # TLS: the handshake happens before connection_made; a client
+                # that fails it (plain text, no or a bad certificate) is
+                # dropped there (asyncio logs it at debug level only)
+                srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.tls_port,
+                                                    reuse_address=True, ssl=c.tls_context(),
+                                                    ssl_handshake_timeout=10)
+                self.servers.append(srv)
+                log.info("ready to accept TLS connections on %s port %d (client certificates: %s)",
+                         " ".join(hosts), c.tls_port, c.tls_auth_clients)
+            if c.port or not c.tls_port:      # --port 0 with --tls-port: TLS only
+                srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.port,
+                                                    reuse_address=True)
+                self.servers.append(srv)
+                if not c.port:
+                    c.port = srv.sockets[0].getsockname()[1]
+                log.info("ready to accept connections on %s port %d (store %s)", " ".join(hosts), c.port, c.db)
 
     async def stop(self):
         """Stop accepting, let the commands under way finish and their
