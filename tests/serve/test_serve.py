@@ -768,3 +768,55 @@ def test_hundreds_of_blocked_clients_that_go_away_leave_no_wait_behind(served):
     r.close()
     t = time.monotonic()
     assert served.stop() == 0 and time.monotonic() - t < 10
+
+
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_a_client_that_sends_without_reading_is_held_back_not_buffered(served):
+    """A client pipelines 64 MB of commands and never reads a reply: the
+    server stops reading it (TCP holds the rest) instead of buffering it
+    all, and another client is served meanwhile (issue 29, item 6)."""
+    served.client().ping()
+    before = _rss_kb(served.proc.pid)
+    hog = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    chunk = b"*2\r\n$4\r\nECHO\r\n$100\r\n" + b"x" * 100 + b"\r\n"
+    data = chunk * (64 * 1024 * 1024 // len(chunk))
+    sent = [0]
+
+    def push():
+        view = memoryview(data)
+        try:
+            while sent[0] < len(data):
+                sent[0] += hog.send(view[sent[0]:sent[0] + (1 << 20)])
+        except OSError:
+            pass
+    t = threading.Thread(target=push, daemon=True)
+    t.start()
+    t.join(8)                                       # blocked: the server no longer reads it
+    grown = _rss_kb(served.proc.pid) - before
+    other = served.client()
+    assert other.xadd("s", {"a": 1}) and other.xlen("s") == 1
+    hog.close()
+    assert sent[0] < len(data), "the server read all 64 MB"
+    assert grown < 48 * 1024, "the server grew by %d MB" % (grown // 1024)
+
+
+def test_before_auth_a_large_request_is_a_protocol_error_that_closes(tmp_path):
+    s = Served(tmp_path / "store", "--requirepass", "pw")
+    try:
+        out = raw(s.port, b"*11\r\n" + b"$1\r\nx\r\n" * 11, expect_close=True)
+        assert out == b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+        out = raw(s.port, b"*2\r\n$4\r\nECHO\r\n$20000\r\n", expect_close=True)
+        assert out == b"-ERR Protocol error: unauthenticated bulk length\r\n"
+        big = b"*3\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n"   # wrong arity, but read: AUTH came first
+        out = raw(s.port, b"AUTH pw\r\n*2\r\n$4\r\nECHO\r\n$20000\r\n" + b"y" * 20000 + b"\r\n" + big)
+        assert out.startswith(b"+OK\r\n$20000\r\n" + b"y" * 20000 + b"\r\n-ERR wrong number of arguments"), out[:80]
+    finally:
+        s.stop(signal.SIGKILL)

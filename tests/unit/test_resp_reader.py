@@ -83,3 +83,49 @@ def test_a_loose_bulk_length_is_a_protocol_error_as_in_redis():
         got, _ = read(b"*1\r\n" + h + b"\r\nPING\r\n", [])
         assert len(got) == 1 and isinstance(got[0], ProtocolError), h
         assert str(got[0]) == "Protocol error: invalid bulk length", h
+
+
+def test_before_auth_a_request_is_held_to_redis_small_limits():
+    """With a password set and no AUTH yet: at most 10 arguments of 16 KB,
+    as redis-server (issue 29, item 6); the same requests pass once
+    authenticated."""
+    big_count = b"*11\r\n" + b"$1\r\nx\r\n" * 11
+    big_bulk = b"*2\r\n$4\r\nECHO\r\n$16385\r\n" + b"x" * 16385 + b"\r\n"
+    for data, text in ((big_count, "Protocol error: unauthenticated multibulk length"),
+                       (big_bulk, "Protocol error: unauthenticated bulk length")):
+        p = RequestParser()
+        p.unauthed = True
+        p.feed(data)
+        got = p.commands(1)
+        assert len(got) == 1 and isinstance(got[0], ProtocolError) and str(got[0]) == text
+        p = RequestParser()
+        p.feed(data)
+        assert p.commands() == [[b"x"] * 11] if data is big_count else [[b"ECHO", b"x" * 16385]]
+    p = RequestParser()
+    p.unauthed = True
+    p.feed(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n" + big_count)
+    assert p.commands(1) == [[b"AUTH", b"pw"]]      # one at a time: AUTH may lift the limits first
+    p.unauthed = False
+    assert p.commands(1) == [[b"x"] * 11]
+
+
+def test_a_long_pipeline_is_taken_in_bounded_steps_in_order():
+    cmds = [[b"XADD", b"s", b"*", b"n", b"%d" % i] for i in range(5000)] + [[b"PING"]] * 3
+    data = wire(cmds) + b"PING a\nPING b\r\n"
+    p = RequestParser()
+    p.feed(data)
+    got = []
+    while True:
+        step = p.commands(1024)
+        assert len(step) <= 1024
+        if not step:
+            break
+        got += step
+    assert got == cmds + [[b"PING", b"a"], [b"PING", b"b"]]
+
+
+def test_many_inline_lines_come_back_whole_however_they_are_cut():
+    lines = [b"PING %d" % i for i in range(3000)]
+    data = b"".join(l + (b"\r\n" if i % 2 else b"\n") for i, l in enumerate(lines))
+    got, pending = read(data, [1, 5000, 5001, 20000])
+    assert got == [l.split() for l in lines] and pending == 0

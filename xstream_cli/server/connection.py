@@ -34,11 +34,25 @@ from xstream_cli.server.resp import ProtocolError, RequestParser, encode
 log = logging.getLogger("xs.serve")
 
 READ_SIZE = 1 << 16
+STEP_COMMANDS = 1024           # a client's commands taken from its buffer at a time (others go in between)
+PAUSE_BYTES = 4 << 20          # unparsed requests of a busy client beyond which its reading pauses
+QUERY_LIMIT = 1 << 30          # client-query-buffer-limit: one request may not need more
 DRAIN_S = 10                   # on SIGTERM: how long commands under way may take to commit and answer
 
 
 class Client:
     """One connection."""
+
+    @property
+    def authed(self):
+        return self._authed
+
+    @authed.setter
+    def authed(self, yes):
+        """Before AUTH, requests are read with Redis's small limits
+        (resp.RequestParser.unauthed)."""
+        self._authed = yes
+        self.parser.unauthed = not yes
 
     def __init__(self, server, cid, transport, addr, laddr):
         self.server = server
@@ -52,6 +66,7 @@ class Client:
         self.lib_name = None
         self.lib_ver = None
         self.authed = server.config.requirepass is None
+        self.paused = False          # reading paused: its unparsed requests pile up (backpressure)
         self.multi = None            # queued commands (argv lists) inside MULTI
         self.multi_error = False     # a queued command was refused: EXEC aborts
         self.watched = None          # {key: change counter} since WATCH
@@ -257,9 +272,35 @@ class Server:
     def _received(self, c, data):
         if c.closing:
             return
-        c.parser.feed(data)
+        parser = c.parser
+        parser.feed(data)
         if c.task is None and not c.inflight:
             self._pump(c)
+        pending = parser.pending()
+        if pending > PAUSE_BYTES and not c.paused:
+            if pending > QUERY_LIMIT:
+                log.warning("closing client %d (%s) that reached max query buffer length (%d bytes)",
+                            c.id, c.addr, pending)
+                c.closing = True
+                c.writer.abort()
+            elif (c.task is not None or c.inflight) and parser.need <= pending:
+                c.paused = True              # it sends faster than it is served: let TCP hold the rest
+                c.writer.pause_reading()
+
+    def _resume(self, c):
+        """After a round of a paused client's commands: read again once its
+        backlog is small, or when what is left is an incomplete request."""
+        if c.paused and not c.closing:
+            parser = c.parser
+            pending = parser.pending()
+            if pending < PAUSE_BYTES // 2 or parser.need > pending:
+                c.paused = False
+                c.writer.resume_reading()
+
+    def _step(self, c):
+        """The client's next commands: one at a time before AUTH (so that
+        AUTH lifts the limits for the request after it), else a bounded step."""
+        return c.parser.commands(1 if c.parser.unauthed else STEP_COMMANDS)
 
     def _pump(self, c):
         """Start on the client's buffered commands.  The common case, only
@@ -271,8 +312,9 @@ class Server:
         if not c.writable.is_set():
             c.task = self.loop.create_task(self._process(c))
             return
-        cmds = c.parser.commands()
+        cmds = self._step(c)
         if not cmds:
+            self._resume(c)
             return
         if c.authed and c.multi is None:
             local = LOCAL
@@ -285,6 +327,7 @@ class Server:
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0]
                 self.engine.submit(Job(items, lambda res: self._answered(c, items, res)))
+                self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
 
@@ -322,10 +365,11 @@ class Server:
             while not c.closing:
                 if not c.writable.is_set():
                     await c.writable.wait()      # a slow reader waits alone
-                cmds = c.parser.commands()
+                cmds = self._step(c)
                 if not cmds:
                     break
                 await self._dispatch(c, cmds)
+                self._resume(c)
         except Exception:
             log.exception("client %d: unexpected failure", c.id)
             c.closing = True
@@ -333,6 +377,8 @@ class Server:
             c.task = None
             if c.closing:
                 c.writer.close()
+            else:
+                self._resume(c)
 
     def _gone(self, c):
         """The connection closed (by the client, CLIENT KILL, an error)."""

@@ -18,10 +18,13 @@ from storage.codec import Entries
 from storage.errors import RedisError
 from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import Map, Status
+from xstream_cli.splitargs import SplitError, split_line
 
 MAX_BULK = 512 << 20            # proto-max-bulk-len
 MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
 MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
+UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
+UNAUTHED_BULK = 16384           # ... of 16 KB each
 
 
 class ProtocolError(Exception):
@@ -65,6 +68,7 @@ class RequestParser:
         self.broken = False
         self._argv = None        # multibulk in progress: args read so far
         self._left = 0           # its arguments still to read
+        self.unauthed = False    # before AUTH (with requirepass): Redis's small limits apply
 
     def feed(self, data):
         self.buf += data
@@ -73,7 +77,10 @@ class RequestParser:
         """Bytes buffered and not yet parsed."""
         return len(self.buf) - self.pos
 
-    def commands(self):
+    def commands(self, limit=None):
+        """The complete commands read so far, at most ``limit`` of them
+        (the rest stay buffered for the next call: a long pipeline is
+        served in bounded steps, other clients in between)."""
         out = []
         if self.broken:
             return out
@@ -83,25 +90,33 @@ class RequestParser:
         self.need = 0
         data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
         pos = 0
-        if self._argv is None and data[:1] == b"*":
-            pos = _whole_frames(data, out, self.max_bulk)
+        unauthed = self.unauthed
+        if limit is None:
+            limit = 1 << 62
+        if self._argv is None and data[:1] == b"*" and not unauthed:
+            pos = _whole_frames(data, out, self.max_bulk, limit)
         end = len(data)
         find = data.find
         try:
-            while pos < end:
+            while pos < end and len(out) < limit:
                 argv = self._argv
                 if argv is None:
                     if data[pos] != 42:                # not '*': an inline command
-                        self.pos += pos
-                        pos = 0
-                        line = self._inline()
-                        if line is None:
+                        nl = find(b"\n", pos)
+                        if nl < 0:
+                            if end - pos > MAX_INLINE:
+                                raise ProtocolError("Protocol error: too big inline request")
                             break
-                        data = bytes(memoryview(buf)[self.pos:])
-                        end = len(data)
-                        find = data.find
-                        if line:
-                            out.append(line)
+                        line = data[pos:nl]
+                        pos = nl + 1
+                        if line.endswith(b"\r"):
+                            line = line[:-1]
+                        try:
+                            words = split_line(line)
+                        except SplitError:
+                            raise ProtocolError("Protocol error: unbalanced quotes in request")
+                        if words:
+                            out.append(words)
                         continue
                     nl = find(b"\r\n", pos)
                     if nl < 0:
@@ -111,6 +126,8 @@ class RequestParser:
                     n = string2ll(data[pos + 1:nl])      # strict, as Redis: no "+1", " 1", "1_0", "01"
                     if n is None or n > MAX_MULTIBULK:
                         raise ProtocolError("Protocol error: invalid multibulk length")
+                    if unauthed and n > UNAUTHED_MULTIBULK:
+                        raise ProtocolError("Protocol error: unauthenticated multibulk length")
                     pos = nl + 2
                     if n <= 0:
                         continue
@@ -118,7 +135,7 @@ class RequestParser:
                     self._left = n
                 left = self._left
                 app = argv.append
-                max_bulk = self.max_bulk
+                max_bulk = UNAUTHED_BULK if unauthed else self.max_bulk
                 while left:
                     if pos >= end:
                         break
@@ -130,6 +147,8 @@ class RequestParser:
                             raise ProtocolError("Protocol error: too big bulk count string")
                         break
                     ln = string2ll(data[pos + 1:nl])
+                    if ln is not None and unauthed and ln > max_bulk:
+                        raise ProtocolError("Protocol error: unauthenticated bulk length")
                     if ln is None or ln < 0 or ln > max_bulk:
                         raise ProtocolError("Protocol error: invalid bulk length")
                     stop = nl + 2 + ln
@@ -156,31 +175,12 @@ class RequestParser:
             self.pos = 0
         return out
 
-    def _inline(self):
-        """One inline command line (split as redis-server does), [] for a
-        blank line, None when the line is incomplete."""
-        buf = self.buf
-        nl = buf.find(b"\n", self.pos)
-        if nl < 0:
-            if len(buf) - self.pos > MAX_INLINE:
-                raise ProtocolError("Protocol error: too big inline request")
-            return None
-        line = bytes(buf[self.pos:nl])
-        self.pos = nl + 1
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        from xstream_cli.splitargs import SplitError, split_line
-        try:
-            return split_line(line)
-        except SplitError:
-            raise ProtocolError("Protocol error: unbalanced quotes in request")
-
 
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
 _HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
 
 
-def _whole_frames(data, out, max_bulk):
+def _whole_frames(data, out, max_bulk, limit=1 << 62):
     """The fast path of the request reader: the complete, well-formed
     multibulk requests at the start of ``data``, found with one split on
     CRLF (an argument holding a CRLF, a malformed or an incomplete request
@@ -196,7 +196,7 @@ def _whole_frames(data, out, max_bulk):
     header = _HEADER.__getitem__
     check_big = max_bulk < len(_HEADER) - 1 or len(data) > max_bulk
     i = 0
-    while i < n:
+    while i < n and len(out) < limit:
         argc = argc_of(toks[i])
         if argc is None:
             break
