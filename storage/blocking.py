@@ -47,7 +47,6 @@ import _thread
 import os
 import time
 
-from storage import inotify
 from storage.files import NOTIFY_DIR  # inside the store directory
 
 POLL_S = 0.005            # fallback poll interval (no inotify): the first one ...
@@ -57,6 +56,7 @@ MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of s
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
+_IN_IGNORED = 0x8000      # inotify(7): the watched file went away (storage.inotify.IN_IGNORED)
 _notify_names: dict = {}        # stream name -> notification file name
 
 
@@ -194,6 +194,7 @@ class Waiter:
         return self._ino is not None
 
     def _arm(self):
+        from storage import inotify  # only a waiter needs it (not a one-shot write's notify)
         if inotify.available() is None or self.store.readonly:
             return
         try:
@@ -275,7 +276,7 @@ class Waiter:
         for wd, mask in events:
             if wd == -1 or wd in self._wds:
                 hit = True
-                if mask & inotify.IN_IGNORED:
+                if mask & _IN_IGNORED:
                     lost = True
         if lost:
             try:
@@ -325,6 +326,7 @@ class Waiter:
     def _release(self):
         ino, self._ino = self._ino, None
         if ino is not None:
+            from storage import inotify
             inotify.release(ino)
 
     def close(self):

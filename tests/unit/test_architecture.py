@@ -142,7 +142,7 @@ def test_one_shot_path_imports_nothing_it_does_not_need(tmp_path):
     mods = _modules_after("from xstream_cli.__main__ import main\n"
                           "main(['--db', %r, '--no-sync', 'XADD', 's', '*', 'a', '1'])" % db)
     for heavy in ("click", "rich", "dataclasses", "inspect", "xstream_cli.app", "storage.ops.snapshot",
-                  "storage.verbs.load", "storage.migrate", "prompt_toolkit"):
+                  "storage.verbs.load", "storage.migrate", "prompt_toolkit", "storage.inotify"):
         assert heavy not in mods, heavy
 
 
