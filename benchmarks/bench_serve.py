@@ -191,7 +191,8 @@ def main():
                               "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     xs = subprocess.Popen(XS + ["--db", os.path.join(tmp, "store"), "serve", "--port", str(xport),
-                                "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                "--loglevel", "warning", "--allow-no-password"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE,
                           cwd=ROOT)
     try:
         wait_ready(rport, redis, "redis-server")

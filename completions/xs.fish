@@ -112,7 +112,7 @@ function __xs_pspec
         case save
             echo 'f|--help --stream|--stream:k'
         case serve
-            echo '-|--bind --help --loglevel --maxclients --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error'
+            echo '-|--allow-no-password --bind --help --loglevel --maxclients --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error'
         case tail
             echo 'k|--consumer --follow --group --help --json --lines --no-ack -f -n|-n:- --lines:- --group:g --consumer:-'
         case trim

@@ -37,6 +37,8 @@ class Served:
         argv = XS + ["--db", self.db, "serve", "--loglevel", "debug"] + self.args
         if "--unixsocket" not in args:
             argv += ["--port", str(self.port)]
+            if "--requirepass" not in args and "--requirepass-file" not in args:
+                argv.append("--allow-no-password")      # TCP without a password: the tests' own choice
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=e)
         self.sock = args[args.index("--unixsocket") + 1] if "--unixsocket" in args else None
         deadline = time.monotonic() + 20
@@ -662,7 +664,8 @@ def test_server_commands_client_libraries_use(served):
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_1(served, tmp_path):
-    p = subprocess.run(XS + ["--db", str(tmp_path / "other"), "serve", "--port", str(served.port)],
+    p = subprocess.run(XS + ["--db", str(tmp_path / "other"), "serve", "--port", str(served.port),
+                             "--allow-no-password"],
                        capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert p.returncode == 1
     assert "address already in use" in p.stderr and "Traceback" not in p.stderr
@@ -680,7 +683,8 @@ def test_under_a_low_open_file_limit_maxclients_is_reduced_and_every_client_serv
 
     def low_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-    proc = subprocess.Popen(XS + ["--db", db, "serve", "--port", str(port)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(XS + ["--db", db, "serve", "--port", str(port), "--allow-no-password"],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT, preexec_fn=low_limit)
     conns = []
     try:
@@ -820,3 +824,84 @@ def test_before_auth_a_large_request_is_a_protocol_error_that_closes(tmp_path):
         assert out.startswith(b"+OK\r\n$20000\r\n" + b"y" * 20000 + b"\r\n-ERR wrong number of arguments"), out[:80]
     finally:
         s.stop(signal.SIGKILL)
+
+
+def test_by_default_the_store_is_served_on_a_private_unix_socket_in_it(tmp_path):
+    """``xs serve`` with no address listens on serve.sock in the store's
+    own 0700 directory: its owner's clients get in, another user of the
+    machine does not (as with the store's files); a second server on the
+    same store is refused instead of taking the socket over (issue 29,
+    item 4)."""
+    import shutil
+    db = tmp_path / "store"
+    proc = subprocess.Popen(XS + ["--db", str(db), "serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    sock = str(db / "serve.sock")
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        r = redis.Redis(unix_socket_path=sock)
+        assert r.xadd("s", {"a": 1}, id="1-1") == b"1-1"
+        assert oct(os.stat(db).st_mode & 0o777) == "0o700"
+        second = subprocess.run(XS + ["--db", str(db), "serve"], capture_output=True, timeout=30, cwd=ROOT)
+        assert second.returncode == 1 and b"another server is listening on" in second.stderr
+        assert r.xlen("s") == 1                          # the first one still serves
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            probe = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+                     "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(e.errno)\nelse:\n"
+                     "    print('connected')\n")
+            p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", XS[0], "-I", "-c",
+                                probe, sock], capture_output=True, timeout=30)
+            assert p.stdout.strip() == b"13", (p.stdout, p.stderr)     # EACCES
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0 and not os.path.exists(sock)
+
+
+def test_tcp_without_a_password_is_refused_unless_asked_for_by_name(tmp_path):
+    base = XS + ["--db", str(tmp_path / "store"), "serve", "--port", str(free_port())]
+    p = subprocess.run(base, capture_output=True, timeout=30, cwd=ROOT)
+    assert p.returncode == 2
+    assert b"TCP without a password lets every user of this machine read, write and delete this store" in p.stderr
+    assert not (tmp_path / "store").exists()              # refused before anything was made
+    s = Served(tmp_path / "store2")                       # with --allow-no-password: served, with a warning
+    try:
+        assert s.client().ping()
+    finally:
+        s.stop()
+    assert "serving TCP without a password (--allow-no-password)" in s.proc.stderr.read().decode()
+
+
+def test_the_docs_unix_socket_lines_run_as_written(tmp_path):
+    """docs/serve.md's first example, run with the store in a temporary
+    directory instead of /srv/app."""
+    import shlex
+    import shutil
+    doc = open(os.path.join(ROOT, "docs", "serve.md"), encoding="utf-8").read()
+    lines = ["xs --db /srv/app/events.xs serve &",
+             "redis-cli -s /srv/app/events.xs/serve.sock XADD events '*' user alice action login",
+             "redis-cli -s /srv/app/events.xs/serve.sock -3 XREAD COUNT 10 STREAMS events 0"]
+    for line in lines:
+        assert "    " + line + "\n" in doc, line
+    where = str(tmp_path / "events.xs")
+    argv = shlex.split(lines[0].replace("/srv/app/events.xs", where)[:-2])
+    proc = subprocess.Popen(XS + argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(where + "/serve.sock"):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        if shutil.which("redis-cli"):
+            add = subprocess.run(shlex.split(lines[1].replace("/srv/app/events.xs", where)), capture_output=True,
+                                 timeout=30)
+            entry_id = add.stdout.strip()
+            assert entry_id.count(b"-") == 1, add
+            read = subprocess.run(shlex.split(lines[2].replace("/srv/app/events.xs", where)), capture_output=True,
+                                  timeout=30)
+            assert entry_id in read.stdout and b"alice" in read.stdout, read
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0

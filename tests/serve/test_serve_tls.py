@@ -48,7 +48,7 @@ class TlsServed:
         self.tls_port = free_port()
         argv = XS + ["--db", str(db), "serve", "--port", str(self.port), "--tls-port", str(self.tls_port),
                      "--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
-                     "--tls-ca-cert-file", str(certs / "ca.crt")] + list(extra)
+                     "--tls-ca-cert-file", str(certs / "ca.crt"), "--allow-no-password"] + list(extra)
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         deadline = time.monotonic() + 20
         while True:
@@ -135,7 +135,8 @@ def test_tls_options_that_cannot_work_are_usage_errors(tmp_path, certs):
                                str(certs / "server.key")], capture_output=True, timeout=30, cwd=ROOT)
     assert p.returncode == 2 and b"--tls-auth-clients yes needs --tls-ca-cert-file" in p.stderr
     p = subprocess.run(base + ["--tls-cert-file", str(certs / "ca.key"), "--tls-key-file", str(certs / "server.key"),
-                               "--tls-auth-clients", "no"], capture_output=True, timeout=30, cwd=ROOT)
+                               "--tls-auth-clients", "no", "--allow-no-password"], capture_output=True, timeout=30,
+                       cwd=ROOT)
     last = p.stderr.decode().splitlines()[-1]
     assert p.returncode == 1 and last.startswith("xs: cannot serve: TLS: ") and "Traceback" not in p.stderr.decode()
 

@@ -9,19 +9,27 @@ same store.
 
 The server lives in xstream_cli.server.
 """
+import os
 import sys
 
 import click
 
 from xstream_cli import context
 
+SOCKET_NAME = "serve.sock"     # the default: a Unix socket in the store's own (private) directory
+DEFAULT_PORT = 6379
+
 
 def register(cli):
     @cli.command("serve")
-    @click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDR[ ADDR...]",
-                  help="Addresses to listen on (space separated). Loopback only by default.")
-    @click.option("--port", default=6379, show_default=True, type=click.IntRange(0, 65535),
-                  help="TCP port (0: any free port, logged).")
+    @click.option("--bind", metavar="ADDR[ ADDR...]",
+                  help="TCP addresses to listen on (space separated; 127.0.0.1 when only --port is given).")
+    @click.option("--port", type=click.IntRange(0, 65535),
+                  help="TCP port (0: any free port, logged).  Without --port, --bind and --tls-port: the Unix "
+                       "socket serve.sock in the store's directory, which only you can reach.")
+    @click.option("--allow-no-password", is_flag=True,
+                  help="Serve plain TCP without a password, although every user of this machine can then "
+                       "read, write and delete the store.")
     @click.option("--tls-port", default=0, type=click.IntRange(0, 65535), metavar="PORT",
                   help="Also serve TLS on this port (with --port 0: TLS only).")
     @click.option("--tls-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
@@ -44,8 +52,9 @@ def register(cli):
     @click.option("--loglevel", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
                   show_default=True, help="Log level (logs go to stderr).")
     @click.pass_obj
-    def serve(obj, bind, port, tls_port, tls_cert_file, tls_key_file, tls_ca_cert_file, tls_auth_clients,
-              unixsocket, unixsocketperm, requirepass, requirepass_file, protected_mode, maxclients, loglevel):
+    def serve(obj, bind, port, allow_no_password, tls_port, tls_cert_file, tls_key_file, tls_ca_cert_file,
+              tls_auth_clients, unixsocket, unixsocketperm, requirepass, requirepass_file, protected_mode, maxclients,
+              loglevel):
         """Serve the store to Redis clients (RESP2/RESP3).
 
         \b
@@ -55,8 +64,13 @@ def register(cli):
         concurrent clients' writes share commits.  SIGTERM drains and
         exits 0.
         \b
-          xs serve --port 6380 &
-          redis-cli -p 6380 XADD events '*' user alice
+        By default the store is served on the Unix socket serve.sock in
+        its directory (private, as the store's files are); TCP needs a
+        password (--requirepass-file), TLS client certificates, or
+        --allow-no-password.
+        \b
+          xs --db events.xs serve &
+          redis-cli -s events.xs/serve.sock XADD events '*' user alice
         """
         from xstream_cli.server import serve as run
         from xstream_cli.server import setup_logging
@@ -75,17 +89,38 @@ def register(cli):
                 context.fail("cannot read %s: %s" % (requirepass_file, e.strerror))
             if not requirepass:
                 context.fail("%s holds no password" % requirepass_file)
+        tcp = port is not None or bind is not None or bool(tls_port)
+        if unixsocket and tcp:
+            raise click.UsageError("--unixsocket serves instead of TCP: it does not go with --port, --bind or "
+                                   "--tls-port")
+        if not tcp and not unixsocket:
+            unixsocket = os.path.join(context.db_path(obj), SOCKET_NAME)     # private: in the 0700 store
+            if len(os.fsencode(unixsocket)) > 107:
+                context.fail("the store's path is too long for a Unix socket in it (%s); give --unixsocket PATH, "
+                             "or --port with --requirepass-file" % unixsocket)
+        if port is None:
+            port = 0 if tls_port else DEFAULT_PORT         # --bind alone: Redis's port; --tls-port alone: TLS only
+        plain = tcp and not (tls_port and port == 0)
+        tls_open = tls_port and tls_auth_clients != "yes"
+        if (plain or tls_open) and not requirepass and not allow_no_password:
+            raise click.UsageError(
+                "TCP without a password lets every user of this machine read, write and delete this store, "
+                "whose files only you can read; give --requirepass-file FILE, or leave out --port and --bind to "
+                "serve on the private Unix socket %s, or --allow-no-password if that is what you want"
+                % os.path.join(context.db_path(obj), SOCKET_NAME))
+        bind = bind or "127.0.0.1"
         cfg = Config(bind=bind, port=port, unixsocket=unixsocket, unixsocketperm=perm, requirepass=requirepass,
                      protected_mode=protected_mode == "yes", maxclients=maxclients, durable=obj.durable,
                      db=context.db_path(obj), tls_port=tls_port, tls_cert_file=tls_cert_file,
                      tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients)
-        if tls_port and unixsocket:
-            raise click.UsageError("--tls-port serves TCP; it does not go with --unixsocket")
         problem = cfg.tls_problem()
         if problem:
             raise click.UsageError(problem)
         log = setup_logging(loglevel)
         store = context.open_store(obj)
+        if allow_no_password and not requirepass and (plain or tls_open):
+            log.warning("serving TCP without a password (--allow-no-password): every user of this machine can read, "
+                        "write and delete this store")
         if protected_mode == "yes" and not requirepass and not unixsocket and \
                 any(not h.startswith("127.") and h not in ("localhost", "::1") for h in bind.split()):
             log.warning("bound to %s without a password: protected mode refuses clients not on loopback", bind)

@@ -137,8 +137,10 @@ class Server:
         self.engine.start()
         c = self.config
         if c.unixsocket:
+            if _listening(c.unixsocket):
+                raise OSError("another server is listening on %s" % c.unixsocket)
             try:
-                os.unlink(c.unixsocket)
+                os.unlink(c.unixsocket)          # a socket left by a server that died
             except FileNotFoundError:
                 pass
             old = os.umask(0o177)
@@ -523,6 +525,19 @@ class Server:
                 return e
         c.multi.append(argv)
         return Status("QUEUED")
+
+
+def _listening(path):
+    """Whether a live server answers on the Unix socket ``path``."""
+    probe = socket.socket(socket.AF_UNIX)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 class _Protocol(asyncio.Protocol):
