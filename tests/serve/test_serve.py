@@ -874,6 +874,30 @@ def test_tcp_without_a_password_is_refused_unless_asked_for_by_name(tmp_path):
     assert "serving TCP without a password (--allow-no-password)" in s.proc.stderr.read().decode()
 
 
+def test_the_help_unix_socket_lines_run_as_written(tmp_path):
+    """``xs serve --help``'s example, run in a temporary directory."""
+    import shlex
+    import shutil
+    helptext = subprocess.run(XS + ["serve", "--help"], capture_output=True, timeout=30, cwd=ROOT).stdout.decode()
+    lines = ["xs --db events.xs serve &", "redis-cli -s events.xs/serve.sock XADD events '*' user alice"]
+    for line in lines:
+        assert "  " + line + "\n" in helptext, line
+    proc = subprocess.Popen(XS + shlex.split(lines[0][:-2])[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "events.xs" / "serve.sock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        if shutil.which("redis-cli"):
+            add = subprocess.run(shlex.split(lines[1]), capture_output=True, timeout=30, cwd=tmp_path)
+            assert add.stdout.strip().count(b"-") == 1, add
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
+
+
 def test_the_docs_unix_socket_lines_run_as_written(tmp_path):
     """docs/serve.md's first example, run with the store in a temporary
     directory instead of /srv/app."""

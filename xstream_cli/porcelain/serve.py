@@ -31,7 +31,7 @@ def register(cli):
                   help="Serve plain TCP without a password, although every user of this machine can then "
                        "read, write and delete the store.")
     @click.option("--tls-port", default=0, type=click.IntRange(0, 65535), metavar="PORT",
-                  help="Also serve TLS on this port (with --port 0: TLS only).")
+                  help="Serve TLS on this port (beside --port if it is given; --port 0: no plain TCP).")
     @click.option("--tls-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
                   help="The server's certificate (PEM), for --tls-port.")
     @click.option("--tls-key-file", type=click.Path(dir_okay=False), metavar="FILE",
