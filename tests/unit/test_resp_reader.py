@@ -129,3 +129,26 @@ def test_many_inline_lines_come_back_whole_however_they_are_cut():
     data = b"".join(l + (b"\r\n" if i % 2 else b"\n") for i, l in enumerate(lines))
     got, pending = read(data, [1, 5000, 5001, 20000])
     assert got == [l.split() for l in lines] and pending == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([10, 100, 1000, 70000]), min_size=50, max_size=400),
+       st.sampled_from([1, 7, 1024, None]), st.lists(st.integers(0, 4_000_000), max_size=3))
+def test_steps_and_windows_give_back_every_command_whole(sizes, limit, cuts):
+    """Commands bigger and smaller than the fast path's window, read in
+    steps of ``limit`` and fed in pieces: all come back, in order."""
+    cmds = [[b"ECHO", bytes([65 + i % 26]) * n] for i, n in enumerate(sizes)]
+    data = wire(cmds)
+    p = RequestParser()
+    got = []
+    points = sorted({min(c, len(data)) for c in cuts})
+    for a, b in zip([0] + points, points + [len(data)]):
+        p.feed(data[a:b])
+        while True:
+            step = p.commands(limit)
+            if limit is not None:
+                assert len(step) <= limit
+            if not step:
+                break
+            got += step
+    assert got == cmds and p.pending() == 0

@@ -25,6 +25,7 @@ MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
 MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
 UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
 UNAUTHED_BULK = 16384           # ... of 16 KB each
+FAST_WINDOW = 64 << 10          # bytes the fast path of one step looks at
 
 
 class ProtocolError(Exception):
@@ -69,6 +70,9 @@ class RequestParser:
         self._argv = None        # multibulk in progress: args read so far
         self._left = 0           # its arguments still to read
         self.unauthed = False    # before AUTH (with requirepass): Redis's small limits apply
+        self._copy = None        # bytes of buf from _copy_base, copied when buf was _copy_end long
+        self._copy_base = 0
+        self._copy_end = -1
 
     def feed(self, data):
         self.buf += data
@@ -88,13 +92,26 @@ class RequestParser:
         if len(buf) - self.pos < self.need:
             return out
         self.need = 0
-        data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
-        pos = 0
+        n = len(buf)
+        if self._copy is not None and self._copy_end == n:
+            data = self._copy            # nothing came since the last step: go on in the same copy
+            pos = self.pos - self._copy_base
+        else:
+            data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
+            self._copy, self._copy_base, self._copy_end = data, self.pos, n
+            pos = 0
         unauthed = self.unauthed
         if limit is None:
             limit = 1 << 62
-        if self._argv is None and data[:1] == b"*" and not unauthed:
-            pos = _whole_frames(data, out, self.max_bulk, limit)
+        if self._argv is None and not unauthed:
+            # the fast path looks at bounded windows: a step's work does
+            # not grow with what is buffered behind it
+            while len(out) < limit and data[pos:pos + 1] == b"*":
+                window = data if pos == 0 and len(data) <= FAST_WINDOW else data[pos:pos + FAST_WINDOW]
+                used = _whole_frames(window, out, self.max_bulk, limit)
+                if not used:
+                    break
+                pos += used
         end = len(data)
         find = data.find
         try:
@@ -166,13 +183,17 @@ class RequestParser:
         except ProtocolError as e:
             self.broken = True
             out.append(e)
-        self.pos += pos
+        self.pos = self._copy_base + pos
         if self.pos == len(buf):
             buf.clear()
             self.pos = 0
+            self._copy = None
         elif self.pos > 65536 and self.pos > len(buf) // 2:
-            del buf[:self.pos]
+            removed = self.pos
+            del buf[:removed]
             self.pos = 0
+            self._copy_base -= removed
+            self._copy_end -= removed
         return out
 
 
