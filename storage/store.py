@@ -130,9 +130,11 @@ class Store:
                 self._open_dbs()
                 self.check_readers(force=True)
                 return
-            except lmdb.MapFullError:
+            except (lmdb.MapFullError, lmdb.MapResizedError) as grown:
+                # full: grow the map; resized: another process grew it
+                # between our open and our first transaction -- adopt it
                 try:
-                    self._grow()
+                    self._grow() if isinstance(grown, lmdb.MapFullError) else self._set_mapsize(0)
                 except StoreFailure as e:
                     self.close()
                     raise StoreError("cannot open store %s: %s" % (path, e))

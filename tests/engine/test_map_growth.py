@@ -79,3 +79,33 @@ def test_a_big_store_opens_with_headroom(tmp_path):
     out, err = probe.communicate(timeout=60)
     assert probe.returncode == 0, err.decode()
     assert int(out) >= 2 * size                      # room to write without a "map full" redo
+
+
+def test_a_store_whose_map_another_process_grows_while_it_opens_adopts_the_new_size(tmp_path, monkeypatch):
+    """The race the concurrent test above hits now and then, made certain:
+    another process grows the map between this process's LMDB open and
+    its first transaction.  The open adopts the new size instead of
+    failing with MDB_MAP_RESIZED."""
+    import storage.store as st
+    db = tmp_path / "db"
+    subprocess.run([sys.executable, "-c", PRELUDE + "st.Store(db).close()\n", db], cwd=ROOT, check=True)
+    real_open = st.lmdb.open
+    grew = []
+
+    def open_then_grow(*a, **kw):
+        env = real_open(*a, **kw)
+        if not grew:
+            p = run(WRITER, db)
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-2000:]
+            grew.append(int(out))
+            assert grew[0] > env.info()["map_size"]         # now larger than what this process mapped
+        return env
+    monkeypatch.setattr(st, "INITIAL_MAP", 1 << 20)              # as the writer: a small map to outgrow
+    monkeypatch.setattr(st.lmdb, "open", open_then_grow)
+    s = st.Store(str(db), durable=False)
+    try:
+        assert s.run(lambda tx: tx.length(b"events")) == 60 * 400
+        assert s.env.info()["map_size"] >= grew[0]
+    finally:
+        s.close()
