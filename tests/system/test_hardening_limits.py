@@ -29,6 +29,8 @@ import tracemalloc
 
 import pytest
 
+from tests.cli.test_blocking_cli import inotify_watches  # one way to see a process wait
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XS = [sys.executable, "-m", "xstream_cli"]
 TIMEOUT = 120
@@ -47,21 +49,6 @@ def start(db, *args, mode="raw", env=None):
 def no_traceback(p):
     err = p.stderr if isinstance(p.stderr, bytes) else b""
     assert b"Traceback" not in err, err.decode("utf-8", "replace")
-
-
-def inotify_watches(pid):
-    n = 0
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            try:
-                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:inotify":
-                    with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                        n += f.read().count("inotify wd:")
-            except OSError:
-                pass
-    except OSError:
-        return None
-    return n
 
 
 def wait_blocked(proc, timeout=30):
