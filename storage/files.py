@@ -34,6 +34,16 @@ class NeedsWriteAccess(StoreError):
     a database, or must be upgraded.  An open for writing may succeed."""
 
 
+class NoSuchStore(NeedsWriteAccess):
+    """There is no store at the path (no directory, or a directory
+    without data.mdb): an open that may create one would make it."""
+
+
+class NotAStore(StoreError):
+    """The path is a directory that holds files a store never has: it is
+    refused, unchanged (neither its mode nor its contents are touched)."""
+
+
 class ReadOnlyStore(StoreError):
     """The store exists and may be read, but this user may not write it:
     its files are not writable (``chmod -R a-w``) or it is on a read-only
@@ -63,7 +73,7 @@ def _store_dir(path, create, strict=True):
         st = os.lstat(path)
     except FileNotFoundError:
         if not create:
-            raise NeedsWriteAccess("cannot open store %s: no such store" % path)
+            raise NoSuchStore("cannot open store %s: no such store" % path)
         _mkdirs(os.path.dirname(os.path.abspath(path)))
         try:
             os.mkdir(path, 0o700)
@@ -98,6 +108,10 @@ def _store_dir(path, create, strict=True):
         raise
     try:
         st = os.fstat(fd)
+        if not made:
+            _only_store_files(fd, path)
+            if not create and _lstat(fd, "data.mdb") is None:
+                raise NoSuchStore("cannot open store %s: no such store" % path)
         if st.st_uid != euid:
             raise UnsafeEntry("it belongs to another user (uid %d)" % st.st_uid)
         mode = _narrowed(st.st_mode, "dir", made)
@@ -114,6 +128,24 @@ def _store_dir(path, create, strict=True):
 
 
 STORE_LOCK = "lock"        # <store>/lock: every open holds it shared, xs compact exclusive
+# what a store directory may hold: its files (and their temporaries, see
+# _make_file and storage.ops.compact), the notification directory, the
+# default socket of xs serve, and lost+found (a store on a file system of
+# its own).  Anything else means the directory is not a store.
+STORE_NAMES = frozenset(("data.mdb", "lock.mdb", STORE_LOCK, NOTIFY_DIR, "serve.sock", "lost+found"))
+STORE_TEMPORARIES = ("data.mdb" + TEMP_MARK, "lock.mdb" + TEMP_MARK, "data.mdb.compact-")
+
+
+def _only_store_files(fd, path):
+    """Refuse (NotAStore) a directory that holds anything a store does
+    not: ``xs --db www`` on a web root, or ``--db .`` in a checkout, must
+    neither make it private nor put a lock file in it."""
+    others = sorted(n for n in os.listdir(fd)
+                    if n not in STORE_NAMES and not n.startswith(STORE_TEMPORARIES))
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise NotAStore("%s is not an xs store: it holds other files (%s)" % (path, shown))
+
 
 
 def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=False):

@@ -76,6 +76,8 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
     MAX_READERS,
     STORE_LOCK,
     NeedsWriteAccess,
+    NoSuchStore,
+    NotAStore,
     ReadOnlyStore,
     StoreError,
     UnsafeEntry,
@@ -123,6 +125,7 @@ class Store:
         self._broken = None       # why the environment had to be closed
         self.why_read_only = None  # why this user cannot write (ReadOnlyStore.reason; set by the opener)
         self._readers_checked = 0.0
+        self.created = False      # this open made the store (there was no data.mdb)
         self.env = self._open_env(create and not readonly)
         self.dbs = {}
         while True:
@@ -178,6 +181,7 @@ class Store:
             if create and data is None:
                 creating = True
                 _make_file(fd, "data.mdb", self._fill_data, self.durable)
+                self.created = True
             if lock is None and (create or data is not None):
                 try:
                     _make_file(fd, "lock.mdb", _fill_lock, self.durable)

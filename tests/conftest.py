@@ -38,6 +38,14 @@ def store(tmp_path):
     s.close()
 
 
+def new_store(path):
+    """Make an empty store at ``path`` (a read never creates one) and
+    return ``path``."""
+    from storage.store import Store
+    Store(str(path), durable=False).close()
+    return path
+
+
 @pytest.fixture
 def xs_cmd():
     return list(XS)

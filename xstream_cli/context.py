@@ -65,10 +65,22 @@ def env_flag(name, environ=None):
 
 def from_environment(g):
     """Apply the environment to ``g``: XS_NO_SYNC (XS_DB is read when the
-    store is opened)."""
+    store is opened), and refuse an empty store path: ``--db "$STORE"``
+    with STORE unset must not quietly mean the default store."""
     if env_flag("XS_NO_SYNC"):
         g.durable = False
+    check_db(g.db)
     return g
+
+
+def check_db(db):
+    """UsageError for an empty --db (``db``: the option's value, None
+    when not given) or an empty XS_DB where it would be used."""
+    if db is None:
+        if os.environ.get("XS_DB") == "":
+            raise UsageError("XS_DB is empty: set it to a store directory, or unset it for the default store")
+    elif not db:
+        raise UsageError("--db is empty: give a store directory (was the variable you passed unset?)")
 
 
 def parse_globals(args):
@@ -138,7 +150,7 @@ def default_db():
 
 def db_path(g):
     """The store path: --db (a leading ~ expanded, as for XS_DB), else the default."""
-    return os.path.expanduser(g.db) if g.db else default_db()
+    return os.path.expanduser(g.db) if g.db is not None else default_db()
 
 
 def resolve_mode(mode, stream=None):
@@ -185,33 +197,68 @@ def _upgrade_notice(path):
     return notice
 
 
-def open_store(g, readonly=False, create=True):
-    """The store ``g`` names, or exit 1 with a message saying why not.
+def open_store(g, write=True, create=None):
+    """The store ``g`` names, or exit 1 with a message saying why not
+    (``try_open``'s rules)."""
+    from storage.store import StoreError
+    try:
+        return try_open(g, write, create)
+    except StoreError as e:
+        fail(str(e))
 
-    A store named by --db or XS_DB is created only in a directory that
-    exists (a typo'd deep path is an error naming the missing directory);
-    the default store's directories are made as needed.  A store this
-    user may read but not write (its files' modes, a read-only file
-    system) is opened read-only: reads work and every write fails with
-    the reason."""
-    from storage.store import ReadOnlyStore, StoreError
+
+def try_open(g, write=True, create=None):
+    """The store ``g`` names; raises StoreError saying why it cannot be had.
+
+    ``write``: the caller may write; without it the store is opened
+    read-only when it can be, so the open does not queue behind a running
+    writer (a store of an older format is opened for writing, which
+    upgrades it).  ``create`` (default: ``write``): make the store if it
+    is missing -- only writes create a store; a read of a missing one
+    fails, naming the path, as ``xs ls`` does.  A new store is announced
+    once on stderr when it is a terminal.  A store named by --db or XS_DB
+    is created only in a directory that exists (a typo'd deep path is an
+    error naming the missing directory); the default store's directories
+    are made as needed.  A directory holding other files is never made a
+    store.  A store this user may read but not write (its files' modes, a
+    read-only file system) is opened read-only: reads work and every
+    write fails with the reason."""
+    from storage.store import NeedsWriteAccess, NoSuchStore, ReadOnlyStore, StoreError
+    if create is None:
+        create = write
     path = db_path(g)
+    if not write:
+        try:
+            return store_at(path, g.durable, readonly=True, create=False)
+        except NoSuchStore:
+            if not create:
+                raise
+        except NeedsWriteAccess:
+            pass                   # an older format: the open for writing upgrades it
     if create and (g.db or os.environ.get("XS_DB")) and not os.path.lexists(path):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
-            fail("cannot create the store %s: no such directory: %s" % (path, parent))
+            raise StoreError("cannot create the store %s: no such directory: %s" % (path, parent))
     try:
-        return store_at(path, g.durable, readonly, create)
+        store = store_at(path, g.durable, False, create)
     except ReadOnlyStore as e:
-        why = e.reason             # the user may read it: reads work, each write says why not
-    except StoreError as e:
-        fail(str(e))
-    try:
         store = store_at(path, g.durable, readonly=True, create=False)
-    except StoreError as e:
-        fail(str(e))
-    store.why_read_only = why
+        store.why_read_only = e.reason    # the user may read it: reads work, each write says why not
+        return store
+    if store.created:
+        _say_created(path)
     return store
+
+
+def _say_created(path):
+    """Tell a person at a terminal that a write made a new store (a
+    mistyped --db shows at once); scripts and cron jobs are told nothing."""
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write("xs: created store %s\n" % path)
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def write_out(data):

@@ -124,6 +124,8 @@ class Names:
         if now - self.at < self.ttl:
             return
         self.at = now
+        if not self.session.opened:  # a store not made yet: nothing to offer, nothing created
+            return
 
         def read(tx):
             names = tx.stream_names()[:MAX_STREAMS]
@@ -150,6 +152,8 @@ class Names:
     def consumer_names(self, stream, group):
         self._refresh()
         key = (stream, group)
+        if not self.session.opened:
+            return []
         if key not in self.consumers:
             try:
                 info = self.session.store.run(lambda tx: tx.consumers_info(stream, group), write=False)

@@ -35,7 +35,7 @@ def run_one(g, argv):
         _error(mode, e, argv)
         return EXIT_ERROR
     from xstream_cli.execution.session import open_session
-    s = open_session(g, mode, reads_only=_reads_only(cmd, argv))
+    s = open_session(g, mode, write=not _reads_only(cmd, argv), create=cmd.write)
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
@@ -141,6 +141,7 @@ def _help_request(argv):
 
 def run_script(g):
     """Script mode: one command per line on stdin."""
+    from storage.store import StoreError
     from storage.txn import StoreFailure
     from xstream_cli.execution.session import open_session
     s = open_session(g, context.resolve_mode(g.mode))
@@ -150,7 +151,7 @@ def run_script(g):
         context.quiet_exit()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except StoreFailure as e:
+    except (StoreFailure, StoreError) as e:
         context.fail(str(e))
 
 

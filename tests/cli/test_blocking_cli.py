@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, XS, run_xs
+from conftest import ROOT, XS, new_store, run_xs
 
 TIMEOUT = 30
 
@@ -73,7 +73,7 @@ def finish(proc):
 
 @pytest.fixture
 def db(tmp_path):
-    return tmp_path / "db"
+    return new_store(tmp_path / "db")      # a blocking read never creates the store it waits on
 
 
 CONSUMER = r"""

@@ -8,6 +8,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from conftest import new_store
 from storage.errors import RedisError
 from tests._helpers import dump
 from xstream_cli import __version__
@@ -38,7 +39,7 @@ def runner():
 
 @pytest.fixture
 def db(tmp_path):
-    return str(tmp_path / "store")
+    return str(new_store(tmp_path / "store"))
 
 
 # ======================================================= CliRunner, click app

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, XS, run_xs
+from conftest import ROOT, XS, new_store, run_xs
 from xstream_cli import help as xhelp
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 
@@ -234,7 +234,7 @@ def test_repeat_and_interval(tmp_path):
 def test_repeat_forever_ends_on_ctrl_c_with_130(tmp_path):
     e = dict(os.environ)
     e.pop("XS_DB", None)
-    p = subprocess.Popen(XS + ["--db", str(tmp_path / "db"), "-r", "-1", "-i", "0.02", "XLEN", "s"],
+    p = subprocess.Popen(XS + ["--db", str(new_store(tmp_path / "db")), "-r", "-1", "-i", "0.02", "XLEN", "s"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=ROOT,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
@@ -259,7 +259,7 @@ def test_repeat_stays_on_the_fast_path(tmp_path):
     """-r is parsed without click or rich (the one-shot path's imports)."""
     e = dict(os.environ)
     e.pop("XS_DB", None)
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "xstream_cli", "--db", str(tmp_path / "db"),
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "xstream_cli", "--db", str(new_store(tmp_path / "db")),
                         "-r", "2", "-i", "0", "XLEN", "s"], capture_output=True, env=e, cwd=ROOT, timeout=60)
     assert p.stdout == b"0\n0\n"
     imported = {l.split(b"|")[-1].strip().split(b".")[0] for l in p.stderr.splitlines()}

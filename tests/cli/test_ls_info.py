@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, XS, run_xs
+from conftest import ROOT, XS, new_store, run_xs
 
 
 def xs(db, *args, env=None):
@@ -205,8 +205,7 @@ def test_a_missing_store_is_an_error_and_not_created(tmp_path, cmd):
 
 
 def test_ls_on_an_empty_store(tmp_path):
-    db = tmp_path / "db"
-    script(db, ["XLEN s"])
+    db = new_store(tmp_path / "db")
     p = xs(db, "ls")
     assert p.returncode == 0 and p.stdout == b""
     assert json.loads(xs(db, "ls", "--json").stdout) == []

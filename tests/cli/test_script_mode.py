@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from conftest import new_store
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XS = [sys.executable, "-m", "xstream_cli"]
 
@@ -20,7 +22,10 @@ needs_cli = pytest.mark.skipif(shutil.which("redis-cli") is None, reason="redis-
 
 def xs_script(tmp_path, data, flag):
     env = dict(os.environ, XS_NO_SYNC="1")
-    return subprocess.run(XS + ["--db", str(tmp_path / ("db" + flag)), flag], input=data,
+    db = tmp_path / ("db" + flag)
+    if not db.exists():
+        new_store(db)            # as redis-cli meets a running server: the store is there
+    return subprocess.run(XS + ["--db", str(db), flag], input=data,
                           capture_output=True, timeout=60, cwd=ROOT, env=env)
 
 

@@ -8,13 +8,13 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT, XS, run_xs
+from conftest import ROOT, XS, new_store, run_xs
 from tests.cli.test_blocking_cli import TIMEOUT, wait_blocked
 
 
 @pytest.fixture
 def db(tmp_path):
-    return tmp_path / "db"
+    return new_store(tmp_path / "db")      # tail reads: it never creates the store
 
 
 def fill(db, lines):

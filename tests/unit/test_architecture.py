@@ -146,8 +146,16 @@ def test_one_shot_path_imports_nothing_it_does_not_need(tmp_path):
         assert heavy not in mods, heavy
 
 
-def test_a_stream_command_loads_only_the_stream_verbs(tmp_path):
+def _made_store(tmp_path):
+    """A new, empty store (a read never creates one)."""
+    from storage.store import Store
     db = str(tmp_path / "db")
+    Store(db, durable=False).close()
+    return db
+
+
+def test_a_stream_command_loads_only_the_stream_verbs(tmp_path):
+    db = _made_store(tmp_path)
     mods = _modules_after("from xstream_cli.__main__ import main\n"
                           "main(['--db', %r, '--no-sync', 'XLEN', 's'])" % db)
     assert "storage.verbs.streams" in mods
@@ -164,7 +172,7 @@ def test_the_installed_xs_launcher_imports_neither_re_nor_enum(tmp_path):
     import site
     launcher = os.path.join(ROOT, "bin", "xs")
     path = os.pathsep.join([ROOT] + site.getsitepackages() + [site.getusersitepackages()])
-    db = str(tmp_path / "db")
+    db = _made_store(tmp_path)
     p = subprocess.run([sys.executable, "-S", "-X", "importtime", launcher, "--db", db, "--no-sync", "XLEN", "s"],
                        capture_output=True, env=dict(os.environ, PYTHONPATH=path), timeout=60)
     assert p.returncode == 0 and p.stdout == b"0\n", p.stderr[-2000:]

@@ -38,11 +38,15 @@ MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-
 class Session:
     """A store plus an output mode."""
 
-    def __init__(self, db, mode="raw", durable=True):
+    def __init__(self, db, mode="raw", durable=True, opener=None):
         self.db = db
         self.mode = mode
         self.durable = durable
         self._store = None
+        # opener(write) -> Store: how a store missing when the session
+        # began is opened by its first command (a write makes it, a read
+        # raises StoreError); None: made at first use
+        self._opener = opener
         if mode == "pretty":
             from xstream_cli.output.pretty import render_pretty
             self.render = render_pretty
@@ -82,9 +86,22 @@ class Session:
     @property
     def store(self):
         if self._store is None:
-            from xstream_cli.context import store_at
-            self._store = store_at(self.db, self.durable)
+            self.open_for(True)
         return self._store
+
+    @property
+    def opened(self):
+        return self._store is not None
+
+    def open_for(self, write):
+        """Open the store, if not yet open, for a command that does
+        (``write``) or does not write: only a write creates it."""
+        if self._store is None:
+            if self._opener is not None:
+                self._store = self._opener(write)
+            else:
+                from xstream_cli.context import store_at
+                self._store = store_at(self.db, self.durable)
 
     @store.setter
     def store(self, store):
@@ -100,6 +117,7 @@ class Session:
             if cmd is None:
                 cmd = lookup(argv)
             args = cmd.parse(argv)
+            self.open_for(cmd.write)
             if cmd.write and self.store.readonly:
                 raise errors.read_only(self.store.why_read_only or "it is open read-only")
         except RedisError as e:
@@ -253,6 +271,8 @@ class Session:
         n = len(lines)
         # a repeated line cut by a block may be the last one: its
         # remaining repetitions still run (self._repeat starts at n)
+        if self._store is None:
+            self.open_for(_any_write(lines))
         while (start < n or self._repeat is not None) and not self.quit:
             write = not self.store.readonly      # a read-only store: reads answer, writes are refused
             b = self.store.run(lambda tx: _Script(self, tx, plain).run(lines, start, self._repeat),
@@ -478,25 +498,44 @@ def _repeat_count(word):
 _FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}
 
 
-def open_session(g, mode, reads_only=False):
+def open_session(g, mode, write=True, create=None):
     """A Session (storage + output mode) on the store ``g`` names, opened
-    now so that a bad store fails before any input is read.
+    now so that a bad store fails before any input is read (exit 1).
 
-    ``reads_only`` (a command that only reads): the store is opened
-    read-only if it can be, so the open does not queue behind a running
-    writer (opening for writing takes LMDB's write lock once, to create
-    or check the databases); a store that is missing or must be upgraded
-    is opened for writing as usual."""
+    ``write``: the command may write (else the store is opened read-only
+    if it can be: see context.try_open).  ``create``: make a missing
+    store (True), fail on one (False), or, for a script or the prompt
+    (None), leave it to the first command: a write makes it, a read
+    fails with "no such store"."""
+    from storage.store import NoSuchStore, StoreError
     from xstream_cli import context
     s = Session(context.db_path(g), mode, g.durable)
-    if reads_only:
-        from storage.store import NeedsWriteAccess, StoreError
-        try:
-            s.store = context.store_at(context.db_path(g), g.durable, readonly=True, create=False)
-            return s
-        except NeedsWriteAccess:
-            pass                      # missing or older: the usual open makes or upgrades it
-        except StoreError as e:
-            context.fail(str(e))      # refused (a link, another user's): never retried
-    s.store = context.open_store(g)
+    try:
+        s.store = context.try_open(g, write, create is not None and create)
+    except NoSuchStore as e:
+        if create is not None:
+            context.fail(str(e))
+        s._opener = lambda w: context.try_open(g, True, w)
+    except StoreError as e:
+        context.fail(str(e))
     return s
+
+
+def _any_write(lines):
+    """Whether any of the script ``lines`` names a command that writes
+    (by its first word: a missing store is made only for a script that
+    writes)."""
+    from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+    for line in lines:
+        words = line.split(None, 3)
+        if words and words[0].isdigit():      # "3 XADD s * f v": a repeated line
+            words = words[1:]
+        if not words:
+            continue
+        name = words[0].strip(b"\"'").upper()
+        cmd = COMMANDS.get(name)
+        if cmd is None and name in SUBCOMMANDS and len(words) > 1:
+            cmd = SUBCOMMANDS[name].get(words[1].strip(b"\"'").upper())
+        if cmd is not None and cmd.write:
+            return True
+    return False

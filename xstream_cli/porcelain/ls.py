@@ -123,22 +123,9 @@ def fail_missing(missing):
 
 def open_existing(g, write=False):
     """The store ``g`` names, which must exist (never created): read-only
-    when ``write`` is false and the store allows it (a store of an older
-    format is opened for writing, which upgrades it), else for writing;
-    exit 1 with the reason when it cannot be opened."""
-    from storage.store import NeedsWriteAccess, StoreError
-    path = context.db_path(g)
-    if not write:
-        try:
-            return context.store_at(path, g.durable, readonly=True, create=False)
-        except NeedsWriteAccess:
-            pass
-        except StoreError as e:
-            context.fail(str(e))
-    try:
-        return context.store_at(path, g.durable, readonly=False, create=False)
-    except StoreError as e:
-        context.fail(str(e))
+    when ``write`` is false and the store allows it; exit 1 with the
+    reason when it cannot be opened (context.open_store)."""
+    return context.open_store(g, write=write, create=False)
 
 
 def show(b):

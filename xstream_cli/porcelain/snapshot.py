@@ -17,9 +17,11 @@ from xstream_cli import context
 
 # ---------------------------------------------------------------- helpers
 
-def _store(ctx):
+def _store(ctx, create):
+    """The store, opened for this command (``create``: a write that may
+    make a missing store; the reads, save and export, never do)."""
     g = ctx.find_root().obj or context.Globals()
-    store = context.open_store(g)
+    store = context.open_store(g, create=create)
     ctx.call_on_close(store.close)
     return store
 
@@ -211,7 +213,7 @@ def save(ctx, file, streams):
     renamed into place."""
     from storage.ops.snapshot import SnapshotError, save_to_path
     from storage.ops.snapshot import save as save_
-    store = _store(ctx)
+    store = _store(ctx, False)
     if file == "-" and sys.stdout.isatty():
         _fail("refusing to write a binary snapshot to a terminal (redirect stdout or give a FILE)")
     try:
@@ -253,7 +255,7 @@ def restore(ctx, file, replace, check):
             if check:
                 st = verify(file, None, False, pr)
             else:
-                st = restore_(_store(click.get_current_context()), file, replace, pr)
+                st = restore_(_store(click.get_current_context(), True), file, replace, pr)
     except SnapshotError as e:
         _fail(str(e))
     finally:
@@ -282,7 +284,7 @@ def export(ctx, streams, output, meta, to_url, replace):
     from storage.ops.exchange import ExchangeError, export_jsonl
     from storage.ops.snapshot import SnapshotError
     from xstream_cli.bridge import to_redis
-    store = _store(ctx)
+    store = _store(ctx, False)
     try:
         if to_url:
             with _Progress("entries") as pr:
@@ -378,7 +380,7 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
     if stream == "":
         raise click.UsageError("--stream needs a name")
     file = args[0] if args and not from_url else "-"
-    store = _store(ctx)
+    store = _store(ctx, True)
     try:
         if from_url:
             names = list(args) or None

@@ -455,7 +455,7 @@ def register(cli):
             line = Pretty(keys)
         else:
             line = raw_line
-        store = context.open_store(g)
+        store = context.open_store(g, create=False)     # a read: a missing store is an error
         try:
             code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
