@@ -27,8 +27,18 @@ class Overview(_Record):
 
 class TrimPreview(_Record):
     """What trimming one stream would do: ``removed`` of ``length``
-    entries (``length`` None: no such stream)."""
-    __slots__ = ("length", "removed")
+    entries (``length`` None: no such stream) by a KEEPREF trim;
+    ``unacked``: how many of those some group has not acknowledged (an
+    ACKED trim keeps them); ``groups``: a GroupWork for each group with
+    such entries among them, in name order."""
+    __slots__ = ("length", "removed", "unacked", "groups")
+
+
+class GroupWork(_Record):
+    """Of the entries a trim would remove, what the group ``group`` has
+    not acknowledged: ``undelivered`` (after its last-delivered ID: never
+    read by it) and ``pending`` (delivered, not acknowledged)."""
+    __slots__ = ("group", "undelivered", "pending")
 
 
 # ------------------------------------------------------------------ trimming
@@ -39,14 +49,15 @@ def trim_preview(tx, name, minid=None, maxlen=None, approx=False):
     ``approx`` as repeated ``~`` trims with no overall limit (whole
     nodes of NODE_ENTRIES from the head, as storage.verbs.trim does).  Both
     criteria remove a head of the stream, so together they remove the
-    longer head."""
+    longer head.  Also counts, group by group, the work among them that
+    is not done (TrimPreview.groups)."""
     return tx._read(_trim_preview, name, minid, maxlen, approx)
 
 
 def _trim_preview(p, name, minid, maxlen, approx):
     m = p.streams.get(name)
     if m is None:
-        return TrimPreview(length=None, removed=0)
+        return TrimPreview(length=None, removed=0, unacked=0, groups=[])
     n = m.length
     heads = [0]
     if minid is not None:
@@ -56,7 +67,37 @@ def _trim_preview(p, name, minid, maxlen, approx):
         heads.append(_whole(below, n) if approx else below)
     if maxlen is not None and n > maxlen:
         heads.append(_whole(n - maxlen, n) if approx else n - maxlen)
-    return TrimPreview(length=n, removed=max(heads))
+    removed = max(heads)
+    unacked, groups = _unacked(p, m, removed)
+    return TrimPreview(length=n, removed=removed, unacked=unacked, groups=groups)
+
+
+def _unacked(p, m, k):
+    """(entries of the first ``k`` of stream ``m`` that some group still
+    needs, [GroupWork]): one pass over those IDs, with each group's
+    pending IDs in a set (a PEL is the work in flight, small beside the
+    stream)."""
+    groups = p.groups.list(m) if k else []
+    if not groups:
+        return 0, []
+    pending = [{i for i, _ in p.pel.items(g, (0, 0), m.last_id)} for g in groups]
+    undelivered = [0] * len(groups)
+    held = [0] * len(groups)
+    needed = 0
+    for seen, i in enumerate(p.log.ids(m)):
+        if seen == k:
+            break
+        need = False
+        for j, g in enumerate(groups):
+            if g.last_id < i:
+                undelivered[j] += 1
+                need = True
+            elif i in pending[j]:
+                held[j] += 1
+                need = True
+        needed += need
+    return needed, [GroupWork(group=g.name, undelivered=undelivered[j], pending=held[j])
+                    for j, g in enumerate(groups) if undelivered[j] or held[j]]
 
 
 def _whole(k, n):

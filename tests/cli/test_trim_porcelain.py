@@ -124,13 +124,17 @@ def test_max_age_and_max_len_together_remove_what_either_would(tmp_path):
 @pytest.mark.parametrize("opts", [["--max-age", "30m"], ["--max-len", "42"], ["--max-len", "42", "--approx"],
                                   ["--max-age", "30m", "--approx"], ["--max-age", "30m", "--max-len", "60"],
                                   ["--max-len", "0", "--approx"], ["--max-age", "30m", "--max-len", "130", "--approx"]])
-def test_dry_run_changes_nothing_and_predicts_the_real_run(tmp_path, opts):
+@pytest.mark.parametrize("policy", [[], ["--drop-unacked"]])
+def test_dry_run_changes_nothing_and_predicts_the_real_run(tmp_path, opts, policy):
     db = tmp_path / "db"
     t = now_ms()
     fill(db, "a", 150, t - 3600_000)
     fill(db, "a", 95, t)
     fill(db, "b", 30, t - 3600_000)
-    script(db, ["XGROUP CREATE a g 0", "XREADGROUP GROUP g c COUNT 3 STREAMS a >"])
+    # group g: 100 entries acknowledged, 20 pending, the rest not delivered
+    script(db, ["XGROUP CREATE a g 0", "XREADGROUP GROUP g c COUNT 120 STREAMS a >",
+                "XACK a g " + " ".join("%d-%d" % (t - 3600_000, i) for i in range(1, 101))])
+    opts = opts + policy
     before = (script(db, ["XRANGE a - +", "XRANGE b - +", "XLEN a", "XLEN b", "XINFO CONSUMERS a g"]),
               data_hash(db))
     dry = xs(db, "trim", "--dry-run", "--json", *opts)
@@ -230,7 +234,7 @@ def test_idle_consumers_without_pending_entries_are_deleted(tmp_path):
 def test_idle_consumers_text_summary(tmp_path):
     db = tmp_path / "db"
     fill(db, "s", 5, 1000)
-    script(db, ["XGROUP CREATE s g 0", "XGROUP CREATECONSUMER s g c"])
+    script(db, ["XGROUP CREATE s g $", "XGROUP CREATECONSUMER s g c"])
     time.sleep(0.3)
     p = xs(db, "trim", "--idle-consumers", "100ms", "--max-len", "2")
     assert p.stdout.decode().splitlines() == ["s: removed 3, 2 left; deleted idle consumer g/c",
@@ -298,7 +302,8 @@ def test_the_readme_crontab_lines_run_as_shown(tmp_path):
     t = now_ms()
     day = 86400_000
     script(db, ["XADD events %d-0 f old" % (t - 8 * day), "XADD events %d-0 f recent" % (t - 6 * day),
-                "XADD events * f now", "XGROUP CREATE events g 0", "XGROUP CREATECONSUMER events g c"])
+                "XADD events * f now", "XGROUP CREATE events g 0", "XGROUP CREATECONSUMER events g c",
+                "XREADGROUP GROUP g c STREAMS events >", "XACK events g %d-0" % (t - 8 * day)])
     shim = tmp_path / "bin"
     shim.mkdir()
     (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % sys.executable)
@@ -310,3 +315,69 @@ def test_the_readme_crontab_lines_run_as_shown(tmp_path):
         assert (p.returncode, p.stdout, p.stderr) == (0, b"", b""), (cmd, p)
     rows = script(db, ["XRANGE events - +"])[0]
     assert [r[1][1] for r in rows] == ["recent", "now"]
+
+
+# ------------------------------------------------- work no group has done
+
+def _mailer(db):
+    """10 entries; group mailer has read 4 (2 of them acknowledged): 2
+    pending, 6 not yet delivered."""
+    script(db, ["XADD s 1-%d n %d" % (i, i) for i in range(1, 11)]
+           + ["XGROUP CREATE s mailer 0", "XREADGROUP GROUP mailer c COUNT 4 STREAMS s >", "XACK s mailer 1-1 1-2"])
+
+
+def test_trim_keeps_entries_a_group_has_not_acknowledged_and_says_so(tmp_path):
+    db = tmp_path / "db"
+    _mailer(db)
+    p = xs(db, "trim", "--max-len", "3")
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+    assert p.stdout.decode() == ("s: removed 2, 8 left; kept 5 not acknowledged (group mailer: 3 not yet delivered, "
+                                 "2 pending)\ntotal: removed 2 from 1 stream, 8 left; kept 5 not acknowledged\n")
+    assert ids(db, "s") == ["1-%d" % i for i in range(3, 11)]
+    pending = script(db, ["XPENDING s mailer"])[0]
+    assert pending[0] == 2
+
+
+def test_trim_dry_run_counts_the_work_it_would_take_from_each_group(tmp_path):
+    db = tmp_path / "db"
+    _mailer(db)
+    script(db, ["XGROUP CREATE s audit $"])
+    before = data_hash(db)
+    p = xs(db, "trim", "--max-len", "3", "--dry-run", "--drop-unacked")
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+    assert p.stdout.decode().splitlines()[0] == (
+        "s: would remove 7, 3 left; would take work not done (group mailer: 3 not yet delivered, 2 pending)")
+    assert data_hash(db) == before
+    p = xs(db, "trim", "--max-len", "3", "--dry-run", "--json")
+    doc = json.loads(p.stdout)
+    assert (doc["removed"], doc["left"], doc["kept"], doc["drop_unacked"]) == (2, 8, 5, False)
+    assert doc["streams"][0]["groups"] == [{"group": "mailer", "undelivered": 3, "pending": 2}]
+
+
+def test_trim_drop_unacked_removes_them_and_warns_on_stderr_even_when_quiet(tmp_path):
+    db = tmp_path / "db"
+    _mailer(db)
+    p = xs(db, "trim", "--max-len", "3", "--drop-unacked", "-q")
+    assert p.returncode == 0 and p.stdout == b""
+    assert p.stderr == b"xs: s: removed work not done: group mailer: 3 not yet delivered, 2 pending\n"
+    assert ids(db, "s") == ["1-8", "1-9", "1-10"]
+
+
+def test_trim_of_a_stream_without_groups_is_unchanged_by_the_policy(tmp_path):
+    db = tmp_path / "db"
+    fill(db, "s", 250, 5)
+    p = xs(db, "trim", "--max-len", "10", "--approx")
+    assert p.stdout.decode().startswith("s: removed 200, 50 left\n"), p.stdout
+
+
+def test_the_guides_trim_example_prints_what_it_shows(tmp_path):
+    text = open(os.path.join(ROOT, "docs", "guide.md"), encoding="utf-8").read()
+    m = re.search(r"\n    \$ xs trim --max-len 3 --dry-run\n((?:    .+\n)+)", text)
+    assert m, "the guide's xs trim --dry-run example"
+    shown = "".join(line[4:] + "\n" for line in m.group(1).splitlines())
+    db = tmp_path / "db"
+    script(db, ["XADD events 1-%d n %d" % (i, i) for i in range(1, 11)]
+           + ["XGROUP CREATE events mailer 0", "XREADGROUP GROUP mailer c COUNT 4 STREAMS events >",
+              "XACK events mailer 1-1 1-2"])
+    p = xs(db, "trim", "--max-len", "3", "--dry-run")
+    assert p.stdout.decode() == shown

@@ -2,7 +2,7 @@
 cron jobs and people (the module is named for what it does: XTRIM
 itself is storage/verbs/trim.py).
 
-    xs trim [STREAM|GLOB...] [--max-age DURATION] [--max-len N] [--approx]
+    xs trim [STREAM|GLOB...] [--max-age DURATION] [--max-len N] [--approx] [--drop-unacked]
             [--idle-consumers DURATION] [--dry-run] [-q] [--json]
 
 No STREAM: every stream.  A GLOB (KEYS syntax: * ? [abc] \\x) selects the
@@ -14,11 +14,24 @@ and exits 1 before changing anything.
 ``<now - D>-0`` (now read once, so every stream gets the same cutoff);
 --max-len N keeps the last N entries (XTRIM MAXLEN); with both, an entry
 goes if either says so.  --approx trims as ``~`` does: whole nodes of
-100 entries only, so a few more entries than asked may stay.  Trimming
-uses KEEPREF (pending entries that point at trimmed entries stay
-pending, as XTRIM does by default).  DURATION is a number and a unit:
-500ms, 90s, 30m, 12h, 7d, 2w, or a sum such as 1h30m; a bad one is a
-usage error (exit 2).
+100 entries only, so a few more entries than asked may stay.
+
+Work no group has done stays (the default, for every stream with
+consumer groups): such a stream is trimmed with ACKED (Redis 8.2), so an
+entry some group has not acknowledged -- not yet delivered to it, or
+pending in it -- is kept, and the report counts them group by group.
+Why this default: retention runs unattended from cron, and a trim that
+deletes entries before a group has processed them loses work silently,
+while keeping them only costs space that the same report points at
+(an abandoned group shows up there night after night: delete it, or
+trim with --drop-unacked).  ACKED looks at entries one by one and
+ignores ``~``, as Redis does.  --drop-unacked trims with KEEPREF, as
+XTRIM does by default (pending entries that point at trimmed entries
+stay pending), and says on stderr, even with -q, what it took from each
+group.  Streams without groups are trimmed with KEEPREF either way.
+The counts are taken when a stream's trim starts.  DURATION is a number
+and a unit: 500ms, 90s, 30m, 12h, 7d, 2w, or a sum such as 1h30m; a bad
+one is a usage error (exit 2).
 
 --idle-consumers D deletes, in every group of the selected streams, the
 consumers idle longer than D (XINFO CONSUMERS' idle: since the last read
@@ -44,12 +57,14 @@ Output: a line per stream and a total,
     events: removed 1200, 3400 left
     total: removed 1200 from 1 stream, 3400 left
 
-(``would remove`` with --dry-run; ``; deleted idle consumers g/c1, g/c2``
-when there were some).  -q prints nothing when all is well, so cron
+(``would remove`` with --dry-run; ``; kept 7 not acknowledged (group
+mailer: 5 not yet delivered, 2 pending)`` when groups held entries back;
+``; deleted idle consumers g/c1, g/c2`` when there were some).  -q prints nothing when all is well, so cron
 mails only failures (on stderr, exit 1).  --json: one JSON object,
-{"dry_run", "removed", "left", "consumers_deleted", "streams": [{"stream",
-"removed", "left", "consumers_deleted": [{"group", "consumer",
-"idle_ms"}]}]}.
+{"dry_run", "drop_unacked", "removed", "left", "kept",
+"consumers_deleted", "streams": [{"stream", "removed", "left", "kept",
+"groups": [{"group", "undelivered", "pending"}], "consumers_deleted":
+[{"group", "consumer", "idle_ms"}]}]}.
 """
 import os
 import time
@@ -81,23 +96,26 @@ def _criteria(minid, maxlen):
     return out
 
 
-def trim_stream(store, name, minid, maxlen, approx):
+def trim_stream(store, name, minid, maxlen, approx, keep=True):
     """Trim one stream in batches of at most BATCH entries per criterion
     and transaction (``~`` trims with LIMIT), while a batch was cut
     short by its limit; an exact trim ends with exact XTRIMs in the
-    last transaction.  Returns (removed, left).  Producers adding
-    entries meanwhile cannot keep it going: only a full batch asks for
-    another."""
-    from storage.options import TrimOptions
+    last transaction.  ``keep``: a stream with consumer groups is
+    trimmed with ACKED (an entry some group has not acknowledged stays),
+    decided in each transaction, so work delivered or added meanwhile is
+    kept too.  Returns (removed, left).  Producers adding entries
+    meanwhile cannot keep it going: only a full batch asks for another."""
+    from storage.options import ACKED, KEEPREF, TrimOptions
     from storage.verbs.trim import NODE_ENTRIES
     crit = _criteria(minid, maxlen)
 
     def batch(tx):
-        counts = [tx.trim(name, TrimOptions(s, t, approx=True, limit=BATCH)) for s, t in crit]
+        policy = ACKED if keep and tx.group_names(name) else KEEPREF
+        counts = [tx.trim(name, TrimOptions(s, t, approx=True, limit=BATCH, policy=policy)) for s, t in crit]
         more = any(c > BATCH - NODE_ENTRIES for c in counts)     # stopped by LIMIT, not by the threshold
         n = sum(counts)
         if not more and not approx:
-            n += sum(tx.trim(name, TrimOptions(s, t)) for s, t in crit)
+            n += sum(tx.trim(name, TrimOptions(s, t, policy=policy)) for s, t in crit)
         return n, more, tx.length(name)
 
     removed = 0
@@ -125,19 +143,45 @@ def gc_consumers(store, name, idle_ms):
     return store.run(lambda tx: _idle_consumers(tx, name, idle_ms, True), write=True)
 
 
-def preview(tx, names, minid, maxlen, approx, idle_ms):
-    """--dry-run: [(name, removed, left, consumers)] from one read
-    transaction."""
-    from storage.ops.overview import trim_preview
+def preview(tx, names, minid, maxlen, approx, idle_ms, keep=True):
+    """--dry-run: [Result] from one read transaction."""
     out = []
     for name in names:
-        removed, left = 0, tx.length(name)
+        r = Result(name, 0, tx.length(name))
         if minid is not None or maxlen is not None:
-            p = trim_preview(tx, name, minid, maxlen, approx)
-            removed, left = p.removed, (p.length or 0) - p.removed
-        gone = _idle_consumers(tx, name, idle_ms, False) if idle_ms is not None else []
-        out.append((name, removed, left, gone))
+            r.look(tx, minid, maxlen, approx, keep)
+            r.removed = r.selected - r.kept
+            r.left = r.length - r.removed
+        r.gone = _idle_consumers(tx, name, idle_ms, False) if idle_ms is not None else []
+        out.append(r)
     return out
+
+
+class Result:
+    """One stream's trim: ``removed`` entries, ``left`` after; of the
+    ``selected`` entries the criteria pick, ``kept`` stayed because a
+    group still needs them (``keep``), and ``groups`` [GroupWork] says
+    which groups had work among them (kept, or removed with
+    --drop-unacked); ``gone``: idle consumers deleted."""
+
+    def __init__(self, name, removed=0, left=0):
+        self.name, self.removed, self.left = name, removed, left
+        self.length = left
+        self.selected = self.kept = 0
+        self.groups = []
+        self.gone = []
+        self.keep = True
+
+    def look(self, tx, minid, maxlen, approx, keep):
+        """Count, before trimming, what the criteria select and which
+        groups have work among it (ACKED ignores ``~``, as in Redis)."""
+        from storage.ops.overview import trim_preview
+        p = trim_preview(tx, self.name, minid, maxlen, approx and not (keep and tx.group_names(self.name)))
+        self.length = p.length or 0
+        self.selected = p.removed
+        self.groups = p.groups
+        self.keep = keep
+        self.kept = p.unacked if keep else 0
 
 
 # ------------------------------------------------------------------ output
@@ -146,27 +190,51 @@ def _plural(n, word):
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
 
 
-def _summary(name, removed, left, gone, trimming, gc, dry):
+def work_text(groups):
+    """``group mailer: 5 not yet delivered, 2 pending; group audit: 1 pending``"""
+    parts = []
+    for w in groups:
+        counts = []
+        if w.undelivered:
+            counts.append("%d not yet delivered" % w.undelivered)
+        if w.pending:
+            counts.append("%d pending" % w.pending)
+        parts.append("group %s: %s" % (show(w.group), ", ".join(counts)))
+    return "; ".join(parts)
+
+
+def _summary(r, trimming, gc, dry):
     parts = []
     if trimming:
-        parts.append("%s %d, %d left" % ("would remove" if dry else "removed", removed, left))
+        text = "%s %d, %d left" % ("would remove" if dry else "removed", r.removed, r.left)
+        if r.groups:
+            if r.keep:
+                text += "; %s %d not acknowledged (%s)" % ("would keep" if dry else "kept", r.kept,
+                                                         work_text(r.groups))
+            else:
+                text += "; %s work not done (%s)" % ("would take" if dry else "took", work_text(r.groups))
+        parts.append(text)
     if gc:
-        if gone:
-            parts.append("%s idle consumer%s %s" % ("would delete" if dry else "deleted", "" if len(gone) == 1 else "s",
-                                                    ", ".join("%s/%s" % (show(g), show(c)) for g, c, _ in gone)))
+        if r.gone:
+            parts.append("%s idle consumer%s %s" % ("would delete" if dry else "deleted",
+                                                    "" if len(r.gone) == 1 else "s",
+                                                    ", ".join("%s/%s" % (show(g), show(c)) for g, c, _ in r.gone)))
         else:
             parts.append("no idle consumers")
-    return "%s: %s" % (show(name), "; ".join(parts))
+    return "%s: %s" % (show(r.name), "; ".join(parts))
 
 
 def _total(results, trimming, gc, dry):
-    removed = sum(r[1] for r in results)
-    left = sum(r[2] for r in results)
-    gone = sum(len(r[3]) for r in results)
+    removed = sum(r.removed for r in results)
+    left = sum(r.left for r in results)
+    gone = sum(len(r.gone) for r in results)
+    kept = sum(r.kept for r in results)
     parts = []
     if trimming:
         parts.append("%s %d from %s, %d left" % ("would remove" if dry else "removed", removed,
                                                  _plural(len(results), "stream"), left))
+        if kept:
+            parts.append("%s %d not acknowledged" % ("would keep" if dry else "kept", kept))
     else:
         parts.append(_plural(len(results), "stream"))
     if gc:
@@ -174,13 +242,27 @@ def _total(results, trimming, gc, dry):
     return "total: " + "; ".join(parts)
 
 
-def _json(results, dry):
-    return {"dry_run": dry, "removed": sum(r[1] for r in results), "left": sum(r[2] for r in results),
-            "consumers_deleted": sum(len(r[3]) for r in results),
-            "streams": [{"stream": json_text(n), "removed": removed, "left": left,
+def _json(results, dry, keep):
+    return {"dry_run": dry, "drop_unacked": not keep, "removed": sum(r.removed for r in results),
+            "left": sum(r.left for r in results), "kept": sum(r.kept for r in results),
+            "consumers_deleted": sum(len(r.gone) for r in results),
+            "streams": [{"stream": json_text(r.name), "removed": r.removed, "left": r.left, "kept": r.kept,
+                         "groups": [{"group": json_text(w.group), "undelivered": w.undelivered, "pending": w.pending}
+                                    for w in r.groups],
                          "consumers_deleted": [{"group": json_text(g), "consumer": json_text(c), "idle_ms": i}
-                                               for g, c, i in gone]}
-                        for n, removed, left, gone in results]}
+                                               for g, c, i in r.gone]}
+                        for r in results]}
+
+
+def _warn_taken(r):
+    """On stderr, even with -q: a trim removed work some group had not
+    done (--drop-unacked)."""
+    import sys
+    try:
+        sys.stderr.write("xs: %s: removed work not done: %s\n" % (show(r.name), work_text(r.groups)))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _say(line):
@@ -198,7 +280,7 @@ def _max_len(text):
     return int(t)
 
 
-def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag):
+def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag, keep=True):
     age_ms = parse_duration("--max-age", max_age) if max_age is not None else None
     maxlen = _max_len(max_len)
     idle_ms = parse_duration("--idle-consumers", idle) if idle is not None else None
@@ -207,6 +289,8 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag):
         context.fail("trim: nothing to do: give --max-age, --max-len and/or --idle-consumers", context.EXIT_USAGE)
     if approx and not trimming:
         context.fail("trim: --approx goes with --max-age or --max-len", context.EXIT_USAGE)
+    if not keep and not trimming:
+        context.fail("trim: --drop-unacked goes with --max-age or --max-len", context.EXIT_USAGE)
     as_json = json_flag or g.mode == "json"
     minid = (max(0, int(time.time() * 1000) - age_ms), 0) if age_ms is not None else None
     args = [os.fsencode(s) for s in streams]
@@ -215,7 +299,7 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag):
         if dry:
             def look(tx):
                 names, missing = select_streams(tx, args)
-                return (None if missing else preview(tx, names, minid, maxlen, approx, idle_ms)), missing
+                return (None if missing else preview(tx, names, minid, maxlen, approx, idle_ms, keep)), missing
             results, missing = store.run(look)
             if missing:
                 fail_missing(missing)
@@ -225,22 +309,28 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag):
                 fail_missing(missing)
             results = []
             for name in names:
-                removed, left = trim_stream(store, name, minid, maxlen, approx) if trimming else (0, None)
-                gone = gc_consumers(store, name, idle_ms) if idle_ms is not None else []
-                if left is None:
-                    left = store.run(lambda tx: tx.length(name))
-                results.append((name, removed, left, gone))
+                r = Result(name)
+                if trimming:
+                    store.run(lambda tx: r.look(tx, minid, maxlen, approx, keep))
+                    r.removed, r.left = trim_stream(store, name, minid, maxlen, approx, keep)
+                    r.kept = min(r.kept, max(0, r.selected - r.removed))
+                else:
+                    r.left = store.run(lambda tx: tx.length(name))
+                r.gone = gc_consumers(store, name, idle_ms) if idle_ms is not None else []
+                results.append(r)
+                if r.groups and not keep:
+                    _warn_taken(r)
                 if not quiet and not as_json:
-                    _say(_summary(name, removed, left, gone, trimming, idle_ms is not None, False))
+                    _say(_summary(r, trimming, idle_ms is not None, False))
     finally:
         store.close()
     if quiet:
         return
     if as_json:
-        return emit_json(_json(results, dry))
+        return emit_json(_json(results, dry, keep))
     if dry:
-        for name, removed, left, gone in results:
-            _say(_summary(name, removed, left, gone, trimming, idle_ms is not None, True))
+        for r in results:
+            _say(_summary(r, trimming, idle_ms is not None, True))
     _say(_total(results, trimming, idle_ms is not None, dry))
 
 
@@ -253,11 +343,14 @@ def register(cli):
     @click.option("--approx", is_flag=True, help="Trim whole nodes only, as ~ does (a few more entries may stay).")
     @click.option("--idle-consumers", "idle", metavar="DURATION",
                   help="Delete consumers idle longer than DURATION that have no pending entries.")
+    @click.option("--drop-unacked", is_flag=True,
+                  help="Also remove entries a consumer group has not acknowledged (not yet delivered, or "
+                       "pending); by default they stay.")
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be removed; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.option("--json", "json_", is_flag=True, help="One JSON object with the counts per stream.")
     @click.pass_obj
-    def trim(obj, streams, max_age, max_len, approx, idle, dry, quiet, json_):
+    def trim(obj, streams, max_age, max_len, approx, idle, drop_unacked, dry, quiet, json_):
         """Remove old entries (by age or count) and idle consumers.
 
         \b
@@ -269,6 +362,12 @@ def register(cli):
         pending entries.  Each stream is trimmed in transactions of at
         most 10000 entries, so producers are never held up for long.
         \b
+        Work no group has done stays: an entry a consumer group has not
+        acknowledged (not yet delivered to it, or pending) is kept, as
+        XTRIM ... ACKED does, and the report says how many and for which
+        group.  --drop-unacked removes them too, and says on stderr what
+        it took from each group (even with -q).
+        \b
         Prints "STREAM: removed N, M left" per stream and a total;
         -q: nothing unless something fails (stderr, exit 1).  A bad
         DURATION or N is a usage error (exit 2).
@@ -276,6 +375,7 @@ def register(cli):
         crontab:  17 3 * * *  xs trim --max-age 7d -q
         """
         try:
-            run_trim(obj or context.Globals(), streams, max_age, max_len, approx, idle, dry, quiet, json_)
+            run_trim(obj or context.Globals(), streams, max_age, max_len, approx, idle, dry, quiet, json_,
+                     keep=not drop_unacked)
         except KeyboardInterrupt:
             context.fail("trim: interrupted (streams trimmed so far stay trimmed)", context.EXIT_INTERRUPTED)
