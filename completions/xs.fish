@@ -92,33 +92,33 @@ end
 function __xs_pspec
     switch $argv[1]
         case archive
-            echo 'k|--before --dry-run --fields-list --help --master --older-than --quiet --shared-dir --to -q|--to:- --older-than:- --before:- --master:-'
+            echo 'k|--before --db --dry-run --fields-list --help --master --no-sync --older-than --quiet --shared-dir --to -q|--to:- --older-than:- --before:- --master:- --db:-'
         case compact
-            echo '-|--dry-run --help --json --quiet --wait -q|--wait:-'
+            echo '-|--db --dry-run --help --json --no-sync --quiet --wait -q|--wait:- --db:-'
         case completion
-            echo '=bash,zsh,fish|--help|'
+            echo '=bash,zsh,fish|--db --help --no-sync|--db:-'
         case export
-            echo 'k|--help --meta --output --replace --to -o|-o:f --output:f --to:-'
+            echo 'k|--db --help --meta --no-sync --output --quiet --replace --to -o -q|-o:f --output:f --to:- --db:-'
         case help
-            echo 'x|--help|'
+            echo 'x|--db --help --no-sync|--db:-'
         case import
-            echo 'f|--batch --format --from --help --id-field --replace --skip-existing --stream|--stream:k --format:=xs,jsonl,kv --id-field:- --from:- --batch:-'
+            echo 'f|--batch --db --format --from --help --id-field --no-sync --quiet --replace --skip-existing --stream -q|--stream:k --format:=xs,jsonl,kv --id-field:- --from:- --batch:- --db:-'
         case info
-            echo '-|--help --json|'
+            echo '-|--db --help --json --no-sync|--db:-'
         case ls
-            echo 'k|--help --idle-consumers --json|--idle-consumers:-'
+            echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-'
         case restore
-            echo 'f|--check --help --replace|'
+            echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-'
         case save
-            echo 'f|--help --stream|--stream:k'
+            echo 'f|--db --help --no-sync --quiet --stream -q|--stream:k --db:-'
         case serve
-            echo '-|--allow-no-password --bind --help --loglevel --maxclients --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error'
+            echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-'
         case tail
-            echo 'k|--consumer --follow --group --help --json --lines --no-ack -f -n|-n:- --lines:- --group:g --consumer:-'
+            echo 'k|--consumer --db --follow --group --help --json --lines --no-ack --no-sync --start -f -n|-n:- --lines:- --group:g --consumer:- --start:- --db:-'
         case trim
-            echo 'k|--approx --dry-run --help --idle-consumers --json --max-age --max-len --quiet -q|--max-age:- --max-len:- --idle-consumers:-'
+            echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-'
         case worker
-            echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --dead-letter --group --help --json --max-deliveries --once --retry-delay --start --timeout -c -g|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:-'
+            echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --db --dead-letter --group --help --json --max-deliveries --no-sync --once --quiet --retry-delay --start --timeout -c -g -q|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:- --db:-'
     end
 end
 

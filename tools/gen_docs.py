@@ -224,7 +224,7 @@ def man_xs1(families):
                        (None, "xs XRANGE events - +"),
                        ("Feed commands from a script (one transaction per batch):",
                         "printf 'XADD s * a 1\\nXLEN s\\n' | xs"),
-                       ("Follow a stream as a consumer group:", "xs tail -f --group workers events"),
+                       ("Follow a stream as a consumer group:", "xs tail -f --group workers --consumer w1 events"),
                        ("Count the entries every half second, three times:", "xs -r 3 -i 0.5 XLEN events"),
                        ("Use another store, and JSON output:", "xs --db ./store --json XINFO STREAM events"),
                        ("Shell completion (bash):", "source <(xs completion bash)")]:

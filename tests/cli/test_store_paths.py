@@ -158,3 +158,24 @@ def test_an_empty_xs_db_is_a_usage_error(tmp_path, argv):
     assert p.returncode == 2, p
     assert b"XS_DB is empty" in p.stderr and b"Traceback" not in p.stderr
     assert os.listdir(home) == []
+
+
+# ---------------------------------------- global options after the command
+
+@pytest.mark.parametrize("argv", [["ls", "--db", "{db}"], ["info", "--db={db}", "--json"],
+                                  ["tail", "-n", "1", "s", "--db", "{db}"], ["trim", "--max-len", "5", "--db", "{db}",
+                                                                             "--no-sync", "-q"],
+                                  ["export", "--db", "{db}"]])
+def test_db_and_no_sync_are_taken_after_a_porcelain_commands_name(tmp_path, argv):
+    db = tmp_path / "db"
+    assert xs("--db", str(db), "XADD", "s", "1-1", "f", "v").returncode == 0
+    other = tmp_path / "home"
+    other.mkdir()
+    p = xs(*[a.format(db=db) for a in argv], env={"HOME": str(other), "XDG_DATA_HOME": str(other)})
+    assert p.returncode == 0, p.stderr
+    assert os.listdir(other) == []                     # the default store was not used
+
+
+def test_an_empty_db_after_the_command_is_a_usage_error_too(tmp_path):
+    p = xs("ls", "--db", "")
+    assert p.returncode == 2 and b"--db is empty" in p.stderr

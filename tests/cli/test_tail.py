@@ -293,13 +293,6 @@ def test_tail_group_redelivers_own_pending_entries_first(db):
     assert tail(db, "--group", "g", "--consumer", "c", "s").stdout == b"s 1-0 i=1\ns 2-0 i=2\n"
 
 
-def test_tail_group_missing_is_nogroup(db):
-    fill(db, ["XADD s 1-0 a 1"])
-    p = tail(db, "--group", "g", "--consumer", "c", "s")
-    assert p.returncode == 1
-    assert p.stderr == b"NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\n"
-
-
 def test_tail_group_follow_acks_each_entry(db):
     fill(db, ["XGROUP CREATE s g $ MKSTREAM"])
     f = follow(db, "--group", "g", "--consumer", "c", "s")
@@ -313,3 +306,21 @@ def test_tail_group_follow_acks_each_entry(db):
     f.send_signal(signal.SIGINT)
     out, err = f.communicate(timeout=TIMEOUT)
     assert f.returncode == 130 and err == b""
+
+
+def test_tail_group_creates_a_missing_group_at_dollar_or_start(db):
+    fill(db, ["XADD s 1-0 a 1", "XADD s 2-0 a 2"])
+    assert tail(db, "--group", "new", "--consumer", "c", "s").stdout == b""          # at $: nothing old
+    fill(db, ["XADD s 3-0 a 3"])
+    assert tail(db, "--group", "new", "--consumer", "c", "s").stdout == b"s 3-0 a=3\n"
+    p = tail(db, "--group", "all", "--consumer", "c", "--start", "0", "s", "t")
+    assert p.returncode == 0 and p.stdout == b"s 1-0 a=1\ns 2-0 a=2\ns 3-0 a=3\n"
+    groups = run_xs(db, ["XINFO GROUPS t"]).stdout                                 # t made as MKSTREAM does
+    assert json.loads(groups)[0]["name"] == "all"
+    p = tail(db, "--group", "x", "--consumer", "c", "--start", "nope", "s")
+    assert p.returncode == 2 and b"bad --start ID" in p.stderr
+
+
+def test_tail_start_goes_with_group(db):
+    p = tail(db, "--start", "0", "s")
+    assert p.returncode == 2 and b"--start goes with --group" in p.stderr

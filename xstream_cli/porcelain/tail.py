@@ -1,6 +1,6 @@
 """xs tail: print the last entries of streams and follow new ones.
 
-    xs tail [-f] [-n N] [--group G --consumer C [--no-ack]] [--json] STREAM...
+    xs tail [-f] [-n N] [--group G --consumer C [--start ID] [--no-ack]] [--json] STREAM...
 
 Without a group: the last N entries (default 10) of EACH STREAM, merged
 oldest first in ID order (``-n 2 a b`` prints up to four lines); with
@@ -25,7 +25,10 @@ xs tail: that entry and the rest stay pending.  --no-ack acknowledges
 nothing: entries are still delivered (they enter the consumer's pending
 list, as XREADGROUP does).  Without -f at most N entries of each stream
 are read; with -f, -n is ignored and everything the group delivers is
-printed.  The group must exist (NOGROUP otherwise, exit 1).  A reader
+printed.  A group that does not exist is created on each STREAM, as
+``XGROUP CREATE STREAM G ID MKSTREAM`` does, at --start (default $: new
+entries only; 0 for everything already there), as xs worker creates
+its group.  A reader
 can still take a line and then fail to process it: for at-least-once
 processing (ack after the handler succeeded, retries, dead letters) use
 ``xs worker``.
@@ -378,6 +381,21 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, line):
     return _wait(store, keys, rounds, out)
 
 
+def _ensure_groups(store, keys, group, start):
+    """Create ``group`` at ``start`` on each stream that lacks it (and
+    the stream, as MKSTREAM does); exit 1 with the reason if it cannot."""
+    from storage.errors import RedisError
+    from storage.ops.worker import ensure_group
+    from storage.txn import StoreFailure
+    for k in dict.fromkeys(keys):
+        try:
+            ensure_group(store, k, group, start)
+        except RedisError as e:
+            context.fail(e.text)
+        except StoreFailure as e:
+            context.fail(str(e))
+
+
 def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
     """The loop of ``xs tail``; ``line(stream, entry) -> bytes``.
     Returns the exit status."""
@@ -410,13 +428,16 @@ def register(cli):
     @click.option("--group", metavar="G",
                   help="Read through consumer group G (XREADGROUP), acking each entry its reader took.")
     @click.option("--consumer", metavar="C", help="Consumer name within the group (with --group).")
+    @click.option("--start", metavar="ID",
+                  help="With --group: where a group that does not exist yet starts: $ (default: new "
+                       "entries only), 0 (everything) or an ID.")
     @click.option("--no-ack", "no_ack", is_flag=True,
                   help="With --group: acknowledge nothing (entries stay in the consumer's pending list).")
     @click.option("--json", "json_", is_flag=True,
                   help='One JSON object per entry, as xs export writes: {"stream", "id", "fields": [f, v, ...]}.')
     @click.argument("streams", nargs=-1, required=True)
     @click.pass_obj
-    def tail(obj, follow, n, group, consumer, no_ack, json_, streams):
+    def tail(obj, follow, n, group, consumer, start, no_ack, json_, streams):
         """Print the last entries of STREAMs; with -f follow new ones.
 
         \b
@@ -437,7 +458,8 @@ def register(cli):
         With --group/--consumer, entries are read through the group (this
         consumer's pending ones first) and each is acknowledged once its
         line was written, flushed and, on a pipe, read by the reader; if
-        the reader goes away, the rest stay pending.  --no-ack leaves
+        the reader goes away, the rest stay pending.  A missing group is
+        created at --start ($: new entries; 0: all).  --no-ack leaves
         every entry pending.  xs tail cannot know that the reader
         processed a line: for at-least-once processing use xs worker.
         Ctrl-C and a closed pipe end quietly (status 0).
@@ -446,6 +468,16 @@ def register(cli):
             raise click.UsageError("--group and --consumer go together")
         if no_ack and group is None:
             raise click.UsageError("--no-ack goes with --group and --consumer")
+        if start is not None and group is None:
+            raise click.UsageError("--start goes with --group and --consumer")
+        start_id = b"$"
+        if start not in (None, "$"):
+            from storage.errors import RedisError
+            from storage.ids import parse_id
+            try:
+                start_id = parse_id(os.fsencode(start), strict=True)
+            except RedisError:
+                raise click.UsageError("bad --start ID: %s (an ID such as 0 or 1700000000000-0, or $)" % start)
         g = obj or context.Globals()
         mode = "json" if json_ else context.resolve_mode(g.mode)
         keys = [os.fsencode(s) for s in streams]
@@ -457,6 +489,8 @@ def register(cli):
             line = raw_line
         store = context.open_store(g, create=False)     # a read: a missing store is an error
         try:
+            if group is not None:
+                _ensure_groups(store, keys, os.fsencode(group), start_id)
             code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
                             None if consumer is None else os.fsencode(consumer), line, not no_ack)
