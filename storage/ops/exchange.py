@@ -224,6 +224,14 @@ def dumps(rec):
     return json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
 
 
+def _write(out, lines):
+    """Write ``lines`` to the text file ``out``; returns the bytes they
+    take in UTF-8 (what lands in the file: a character is not a byte)."""
+    text = "".join(lines)
+    out.write(text)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
+
+
 def export_jsonl(store, out, names=None, meta=False, progress=None):
     """Write JSON lines to the text file ``out``; returns Stats.  One
     read transaction: a consistent view."""
@@ -238,15 +246,13 @@ def export_jsonl(store, out, names=None, meta=False, progress=None):
                 st.streams += 1
             if "type" not in rec:
                 st.entries += 1
-            line = dumps(rec) + "\n"
-            st.bytes += len(line)
-            buf.append(line)
+            buf.append(dumps(rec) + "\n")
             if len(buf) >= 1000:
-                out.write("".join(buf))
+                st.bytes += _write(out, buf)
                 buf = []
                 if progress is not None:
                     progress("export", st.entries, None)
-        out.write("".join(buf))
+        st.bytes += _write(out, buf)
     out.flush()
     st.seconds = time.monotonic() - t0
     return st
@@ -359,6 +365,17 @@ class ImportFailed(ExchangeError):
         else:
             kept = "nothing was imported"
         ExchangeError.__init__(self, "line %d: %s (%s)" % (line, reason, kept))
+
+
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an import: ``committed``, the last line of the
+    batches that stay imported (0: none), and the ``entries`` they added
+    (at least: a batch whose commit had just finished may not be counted
+    yet)."""
+
+    def __init__(self, committed, entries):
+        KeyboardInterrupt.__init__(self, committed, entries)
+        self.committed, self.entries = committed, entries
 
 
 class ImportStats(Stats):
@@ -493,7 +510,7 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
     an iterable of lines (bytes or text) -- in the format ``fmt``
     (FORMATS; jsonl and kv need ``stream``, a bytes name; kv needs
     ``split``, the word splitter); returns ImportStats.  Raises
-    ImportFailed."""
+    ImportFailed, or ImportInterrupted on Ctrl-C."""
     if fmt not in FORMATS:
         raise ExchangeError("unknown format %s (formats: %s)" % (_snippet(fmt), ", ".join(FORMATS)))
     if fmt != "xs" and not stream:
@@ -511,72 +528,75 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
     decode = _JSON.decode
     seps, not_sep, slow = _KV_SEPS, _KV_NOT_SEP, _KV_SLOW.search
     seps1, not_sep1 = _KV_SEPS1, _KV_NOT_SEP1
-    n = 0
-    nbytes = 0
-    for block, size in _blocks(lines, run):
-        nbytes += size
-        plain = simple = False
-        if kv_fast:
-            joined = b"\n".join(block)
-            plain = not slow(joined)
-            # words separated by single spaces only
-            simple = plain and not (b"\t" in joined or b"\r" in joined or b"  " in joined or b"\n " in joined
-                                    or b" \n" in joined or joined[:1] == b" " or joined[-1:] == b" ")
-        for line in block:
-            n += 1
-            if len(items) >= batch:
-                run.commit(n - 1)
-                if progress is not None:
-                    progress("import", n - 1, None)
-            if simple:
-                k = line.count(b" ") + 1
-                if k < _KV_ONE and line.translate(None, not_sep1) == seps1[k] and line[:1] != b"=" \
-                        and b" =" not in line:
-                    # each word holds exactly one "=" and starts with a field name
-                    items.append((stream, line.replace(b" ", b"\n").replace(b"=", b"\n")))
+    try:
+        n = 0
+        nbytes = 0
+        for block, size in _blocks(lines, run):
+            nbytes += size
+            plain = simple = False
+            if kv_fast:
+                joined = b"\n".join(block)
+                plain = not slow(joined)
+                # words separated by single spaces only
+                simple = plain and not (b"\t" in joined or b"\r" in joined or b"  " in joined or b"\n " in joined
+                                        or b" \n" in joined or joined[:1] == b" " or joined[-1:] == b" ")
+            for line in block:
+                n += 1
+                if len(items) >= batch:
+                    run.commit(n - 1)
+                    if progress is not None:
+                        progress("import", n - 1, None)
+                if simple:
+                    k = line.count(b" ") + 1
+                    if k < _KV_ONE and line.translate(None, not_sep1) == seps1[k] and line[:1] != b"=" \
+                            and b" =" not in line:
+                        # each word holds exactly one "=" and starts with a field name
+                        items.append((stream, line.replace(b" ", b"\n").replace(b"=", b"\n")))
+                        continue
+                if plain or (kv_fast and not slow(line)):
+                    # no quotes, NULs, VT or FF: words split at white space, and
+                    # the entry in its text form (fields joined by newlines)
+                    words = line.split()
+                    joined = b"\n".join(words)
+                    k = len(words)
+                    if 0 < k < _KV_ONE and joined.translate(None, not_sep) == seps[k] and joined[:1] != b"=" \
+                            and b"\n=" not in joined:
+                        # each word holds exactly one "=" and starts with a field name
+                        items.append((stream, joined.replace(b"=", b"\n")))
+                        continue
+                    if k and _plain_kv(words):
+                        items.append((stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
+                        continue
+                elif js_fast:
+                    try:
+                        obj = decode(line.decode("utf-8", "surrogateescape"))
+                        # strings and numbers only (a _Num is its text): the text form
+                        joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
+                    except (ValueError, TypeError, RecursionError):
+                        joined = None
+                    if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
+                        items.append((stream, joined.encode("utf-8", "surrogateescape")))
+                        continue
+                if not line.strip():
                     continue
-            if plain or (kv_fast and not slow(line)):
-                # no quotes, NULs, VT or FF: words split at white space, and
-                # the entry in its text form (fields joined by newlines)
-                words = line.split()
-                joined = b"\n".join(words)
-                k = len(words)
-                if 0 < k < _KV_ONE and joined.translate(None, not_sep) == seps[k] and joined[:1] != b"=" \
-                        and b"\n=" not in joined:
-                    # each word holds exactly one "=" and starts with a field name
-                    items.append((stream, joined.replace(b"=", b"\n")))
-                    continue
-                if k and _plain_kv(words):
-                    items.append((stream, b"\n".join([w.replace(b"=", b"\n", 1) for w in words])))
-                    continue
-            elif js_fast:
                 try:
-                    obj = decode(line.decode("utf-8", "surrogateescape"))
-                    # strings and numbers only (a _Num is its text): the text form
-                    joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
-                except (ValueError, TypeError, RecursionError):
-                    joined = None
-                if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
-                    items.append((stream, joined.encode("utf-8", "surrogateescape")))
-                    continue
-            if not line.strip():
-                continue
-            try:
-                got = parse(line, idf)
-                if fmt == "xs":
-                    run.add_record(n, load_record(got, "line %d" % n))
-                else:
-                    i, fields = got
-                    if not fields:
-                        raise _Bad("no fields")
-                    if i is None or i == "*":
-                        items.append((stream, fields))
+                    got = parse(line, idf)
+                    if fmt == "xs":
+                        run.add_record(n, load_record(got, "line %d" % n))
                     else:
-                        run.add_record(n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields))
-            except (_Bad, ExchangeError) as e:
-                raise ImportFailed(n, str(e), run.committed, st.entries)
-        run.line = n
-    run.commit(n)
+                        i, fields = got
+                        if not fields:
+                            raise _Bad("no fields")
+                        if i is None or i == "*":
+                            items.append((stream, fields))
+                        else:
+                            run.add_record(n, ("entry", "line %d" % n, stream, id_parse(i, "entry ID"), fields))
+                except (_Bad, ExchangeError) as e:
+                    raise ImportFailed(n, str(e), run.committed, st.entries)
+            run.line = n
+        run.commit(n)
+    except KeyboardInterrupt:
+        raise ImportInterrupted(run.committed, st.entries) from None
     st.lines = n
     st.bytes = nbytes
     st.streams = len(run.streams)

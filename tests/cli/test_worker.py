@@ -251,7 +251,7 @@ def test_a_child_left_holding_stderr_does_not_hold_up_the_next_entry(db, tmp_pat
     p = run_worker(db, "s", "-g", "g", "-c", "c", "--once", "--max-deliveries", "1", "--dead-letter", "dead",
                    cmd=cmd)
     elapsed = time.monotonic() - t
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr    # --once: a failed entry is exit 1
     dead = xs_json(db, "XRANGE dead - +")
     assert [f[3] for _, f in dead] == ids
     assert [f[13] for _, f in dead] == ["boom %s\n" % i for i in ids]
@@ -263,11 +263,11 @@ def test_once_leaves_a_failed_entry_pending_for_the_next_run(db, tmp_path):
     log = tmp_path / "log"
     args = ("s", "-g", "g", "-c", "c", "--once", "--max-deliveries", "2", "--dead-letter", "dead")
     p = run_worker(db, *args, env={"LOG": str(log), "RC": "1"})
-    assert p.returncode == 0
+    assert p.returncode == 1    # --once: a failed entry is exit 1
     assert [r[0] for r in pending(db)] == [i] and pending(db)[0][3] == 1
     assert xs_json(db, "XLEN dead") == 0
     p = run_worker(db, *args, env={"LOG": str(log), "RC": "1"})
-    assert p.returncode == 0
+    assert p.returncode == 1    # --once: a failed entry is exit 1
     assert pending(db) == [] and xs_json(db, "XLEN dead") == 1
     assert log.read_text().splitlines() == ["%s 1" % i, "%s 2" % i]
 
@@ -279,7 +279,7 @@ def test_timeout_kills_the_command_and_counts_as_a_failure(db, tmp_path):
     p = run_worker(db, "s", "-g", "g", "-c", "c", "--once", "--json", "--timeout", "0.5",
                    "--max-deliveries", "1", "--dead-letter", "dead", cmd=(PY, "-c", HANG),
                    env={"MARK": str(mark)})
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr    # --once: a failed entry is exit 1
     assert time.monotonic() - t0 < 15
     pid = int(mark.read_text().split()[0])
     assert not alive(pid)

@@ -57,7 +57,7 @@ class _Progress:
         self.bar = None
         self.unit = unit
         self.tasks = {}
-        if sys.stderr.isatty() and not os.environ.get("XS_NO_PROGRESS"):
+        if sys.stderr.isatty() and not os.environ.get("XS_NO_PROGRESS") and not _quiet():
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
@@ -190,15 +190,43 @@ def _fsync_dir(d):
 
 
 def _summary(verb, st, extra=""):
-    mb = st.bytes / 1e6
-    click.echo("xs: %s %d stream%s, %d entries, %s bytes (%.1f MB) in %.2f s%s"
+    """The one line on stderr a finished command prints (none with -q)."""
+    if _quiet():
+        return
+    click.echo("xs: %s %d stream%s, %d entr%s, %s in %.2f s%s"
                % (verb, st.streams, "" if st.streams == 1 else "s", st.entries,
-                  format(st.bytes, ","), mb, st.seconds, extra), err=True)
+                  "y" if st.entries == 1 else "ies", size_text(st.bytes), st.seconds, extra), err=True)
+
+
+def size_text(n):
+    """``32,104 bytes (32.1 kB)``: the exact count, and a rounded one a
+    person reads at a glance (none below 1 kB)."""
+    exact = "%s byte%s" % (format(n, ","), "" if n == 1 else "s")
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return "%s (%.1f %s)" % (exact, n / size, unit)
+    return exact
+
+
+def _quiet():
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get("xs_quiet"))
+
+
+def _quiet_option(f):
+    """-q: print nothing unless something fails (a nightly backup from
+    cron mails only failures): no summary line, no progress display."""
+    def keep(ctx, param, value):
+        ctx.meta["xs_quiet"] = value
+        return value
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=keep,
+                        help="Print nothing unless something fails (for cron).")(f)
 
 
 # ================================================================ commands
 
 @click.command("save")
+@_quiet_option
 @click.argument("file", metavar="FILE")
 @click.option("--stream", "streams", multiple=True, metavar="NAME",
               help="Save only this stream (repeatable). Default: every stream.")
@@ -226,10 +254,14 @@ def save(ctx, file, streams):
         _fail(str(e))
     except BrokenPipeError:
         _fail("output closed before the snapshot was complete")
+    except KeyboardInterrupt:
+        _interrupted("save", "the snapshot on stdout is incomplete: do not restore it" if file == "-" else
+                     "%s was not written (nothing changed; run the save again)" % file)
     _summary("saved", st)
 
 
 @click.command("restore")
+@_quiet_option
 @click.argument("file", metavar="FILE")
 @click.option("--replace", is_flag=True, help="Replace streams that already exist in the store.")
 @click.option("--check", is_flag=True, help="Only verify FILE (structure and checksum); change nothing.")
@@ -258,6 +290,9 @@ def restore(ctx, file, replace, check):
                 st = restore_(_store(click.get_current_context(), True), file, replace, pr)
     except SnapshotError as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _interrupted("restore", "nothing was checked" if check else
+                     "the store is as it was: a restore commits all at once, or not at all (run it again)")
     finally:
         if tmp:
             os.unlink(tmp)
@@ -265,6 +300,7 @@ def restore(ctx, file, replace, check):
 
 
 @click.command("export")
+@_quiet_option
 @click.argument("streams", nargs=-1, metavar="[STREAM]...")
 @click.option("-o", "--output", metavar="FILE", default="-", help="Write to FILE (default: stdout).")
 @click.option("--meta", is_flag=True,
@@ -309,10 +345,20 @@ def export(ctx, streams, output, meta, to_url, replace):
         _fail("output closed before the export was complete")
     except OSError as e:
         _fail("cannot write %s: %s" % (output, e.strerror or e))
+    except KeyboardInterrupt:
+        if to_url:
+            why = ("the server holds part of the streams: run the export again with --replace "
+                   "(the store is unchanged)")
+        elif output == "-":
+            why = "the output is incomplete (the store is unchanged)"
+        else:
+            why = "%s was not written (the store is unchanged)" % output
+        _interrupted("export", why)
     _summary("exported", st)
 
 
 @click.command("import")
+@_quiet_option
 @click.argument("args", nargs=-1, metavar="[FILE|-] | --from URL [STREAM]...")
 @click.option("--stream", "stream", metavar="NAME",
               help="Import every line as an entry of the stream NAME (formats jsonl and kv).")
@@ -399,12 +445,39 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
         _fail(str(e))
     except OSError as e:
         _fail("cannot read %s: %s" % (file, e.strerror or e))
+    except KeyboardInterrupt as e:
+        _interrupted("import", _import_resume(e, file, from_url, fmt == "xs" or id_field is not None))
     extra = ""
     if getattr(st, "skipped", 0) or getattr(st, "below", 0):
         extra = "; skipped %d already there" % st.skipped
         if st.below:
             extra += ", %d below the stream's last ID and not there (deleted or trimmed)" % st.below
     _summary("imported", st, extra)
+
+
+def _interrupted(verb, why):
+    """Ctrl-C: say what stays and how to go on, exit 130."""
+    _fail("%s: interrupted; %s" % (verb, why), context.EXIT_INTERRUPTED)
+
+
+def _import_resume(e, file, from_url, ids_kept):
+    """What an interrupted import left, and how to finish it without
+    importing anything twice."""
+    if from_url:
+        return ("streams copied so far stay in the store; run the import again with --replace "
+                "to copy them whole")
+    committed = getattr(e, "committed", None)
+    if committed is None:
+        return "nothing was imported"
+    if not committed:
+        return "nothing was imported (run it again)"
+    kept = "%s imported (%d entr%s)" % ("line 1 stays" if committed == 1 else "lines 1-%d stay" % committed,
+                                         e.entries, "y" if e.entries == 1 else "ies")
+    if ids_kept:
+        return "%s; to finish, run the same import again with --skip-existing" % kept
+    src = "FILE" if file == "-" else file
+    return ("%s; the IDs were new, so running it again would add them twice: import the rest with "
+            "tail -n +%d %s | xs import ..." % (kept, committed + 1, src))
 
 
 def register(cli):

@@ -53,8 +53,13 @@ get SIGTERM (SIGKILL after 5 s), their entries are given back to the
 group uncounted (XNACK SILENT: still pending, claimable at once) and xs
 worker exits 0.
 
-Progress on stderr when it is a terminal; a summary line on stderr at
-exit.  --json: one JSON object per event on stdout:
+Progress on stderr when it is a terminal (CMD's output to that terminal
+passes through the worker, which clears the status line first); a line
+on stderr per failed entry ("1795...-0 failed (exit 3), attempt 2/3,
+retry in 200ms") and per dead letter; a summary line on stderr at exit.
+-q drops the progress and the summary, never a failure's line.
+--once exits 1 when an entry failed (cron can alert), else 0.
+--json: one JSON object per event on stdout:
   {"event": "acked" | "failed" | "dead-lettered" | "released" | "skipped",
    "stream": ..., "id": ..., "deliveries": n, ...}
 ("failed" has "status"; "dead-lettered" has "dead-letter": {"stream",
@@ -140,20 +145,21 @@ class _Stderr:
             self.tty = False
         self.shown = False
 
-    def _write(self, data):
+    def _write(self, data, fd=2):
         try:
             while data:
-                n = os.write(2, data)
+                n = os.write(fd, data)
                 data = data[n:]
         except OSError:
             pass
 
-    def passthrough(self, data):
+    def passthrough(self, data, fd=2):
+        """A command's output, to ``fd``, after clearing the status line."""
         with self.lock:
             if self.shown:
                 self._write(b"\r\x1b[K")
                 self.shown = False
-            self._write(data)
+            self._write(data, fd)
 
     def progress(self, text):
         with self.lock:
@@ -215,6 +221,37 @@ def _drain(job, fd, err):
             pass
 
 
+def _isatty(fd):
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _copy_out(fd, to, err):
+    """Pass CMD's stdout to ``to`` (the terminal that shows the status
+    line), clearing the status line before each piece, so the two never
+    share a line."""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            err.passthrough(chunk, to)
+    finally:
+        os.close(fd)
+
+
+def _show(name):
+    from xstream_cli.porcelain.ls import show
+    return show(name)
+
+
 def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
     """Thread body: run CMD for ``job``; then ``done(job)``."""
     import subprocess
@@ -223,8 +260,10 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
         with job.lock:
             if job.cancelled:
                 return
+            through = err.tty and _isatty(stdout_fd)      # the status line is on that terminal
             try:
-                p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout_fd, stderr=subprocess.PIPE,
+                p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE if through else stdout_fd, stderr=subprocess.PIPE,
                                      env=env, start_new_session=True)
             except (OSError, ValueError, subprocess.SubprocessError) as e:
                 job.exec_error = getattr(e, "strerror", None) or str(e)
@@ -232,6 +271,10 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
             job.proc = p
             if job.lifeline is not None:
                 job.lifeline.add(p.pid)
+        if p.stdout is not None:
+            ofd = os.dup(p.stdout.fileno())
+            p.stdout.close()
+            threading.Thread(target=_copy_out, args=(ofd, stdout_fd, err), daemon=True).start()
         efd = os.dup(p.stderr.fileno())
         p.stderr.close()
         reader = threading.Thread(target=_drain, args=(job, efd, err), daemon=True)
@@ -352,7 +395,7 @@ class Worker:
 
     def __init__(self, store, stream, group, consumer, argv, claim_idle=60000, timeout=None,
                  retry_delay=1000, max_deliveries=None, dead_letter=None, concurrency=1, batch=1,
-                 once=False, json_events=False, err=None, ack_alone=False):
+                 once=False, json_events=False, err=None, ack_alone=False, quiet=False):
         import queue
         self.store = store
         self.stream, self.group, self.consumer = stream, group, consumer
@@ -366,6 +409,7 @@ class Worker:
         self.batch = batch
         self.once = once
         self.json = json_events
+        self.quiet = quiet            # -q: no progress, no summary (failures are still told)
         self.err = err or _Stderr()
         self.done = queue.Queue()
         self.running = {}             # Job -> thread
@@ -466,7 +510,7 @@ class Worker:
         return text + ", %.1f/s, %d running" % (rate, len(self.running))
 
     def _progress(self, force=False):
-        if not self.err.tty:
+        if not self.err.tty or self.quiet:
             return
         now = time.monotonic()
         if force or now - self.last_progress >= 0.25:
@@ -537,6 +581,9 @@ class Worker:
             self.stats["dead"] += 1
             self._event("dead-lettered", d, status=status.decode("utf-8", "replace"),
                         **{"dead-letter": {"stream": enc(self.dl), "id": i.decode("ascii")}})
+            self.err.line("xs worker: %s dead-lettered after %d attempt%s (%s): %s %s"
+                          % (d.id.decode("ascii"), d.deliveries, "" if d.deliveries == 1 else "s",
+                             status.decode("utf-8", "replace"), _show(self.dl), i.decode("ascii")))
 
     # ------------------------------------------------------------ results
 
@@ -571,7 +618,9 @@ class Worker:
         for d in job.deliveries:
             self.stats["failed"] += 1
             self._event("failed", d, status=status.decode("utf-8", "replace"))
-            (dead if self.max_deliveries and d.deliveries >= self.max_deliveries else rest).append(d)
+            last = self.max_deliveries and d.deliveries >= self.max_deliveries
+            (dead if last else rest).append(d)
+            self.err.line(self._failure_line(d, status, last))
         if dead:
             self._dead_letter([(d, status, job.tail) for d in dead])
         rest_keys = [d.key for d in rest]
@@ -586,6 +635,21 @@ class Worker:
                     self.retry_keys.add(k)
         self.inflight.difference_update(keys)
         self._progress()
+
+    def _failure_line(self, d, status, last):
+        """``1795...-0 failed (exit 3), attempt 2/3, retry in 200ms``: one
+        line per failed entry, for a person and for cron's mail."""
+        text = "xs worker: %s failed (%s), attempt %d" % (d.id.decode("ascii"), status.decode("utf-8", "replace"),
+                                                         d.deliveries)
+        if self.max_deliveries:
+            text += "/%d" % self.max_deliveries
+        if last:
+            return text + ", to the dead-letter stream %s" % _show(self.dl)
+        if self.once:
+            return text + ", stays pending for the next run"
+        if self.retry_delay == 0:
+            return text + ", given back to the group"
+        return text + ", retry in %dms" % self.retry_delay
 
     def _release(self, job):
         from storage.ops import worker as W
@@ -657,8 +721,10 @@ class Worker:
                 self.lifeline.close()
             for s, h in old.items():
                 signal.signal(s, h)
-        self.err.line(self._summary(final=True))
-        return 0
+        if not self.quiet:
+            self.err.line(self._summary(final=True))
+        # --once from cron: an entry that failed must be seen (exit 1)
+        return 1 if self.once and self.stats["failed"] else 0
 
     def _finished(self, job):
         """A job's thread is done with it (called in that thread)."""
@@ -837,9 +903,11 @@ def register(cli):
                   help="Commit each acknowledgement on its own (by default it rides in the transaction "
                        "that reads the next entries: half the disk syncs, still at least once).")
     @click.option("--json", "json_", is_flag=True, help="One JSON object per event on stdout.")
+    @click.option("-q", "--quiet", is_flag=True,
+                  help="No progress and no summary line; a failure still prints its line (for cron).")
     @click.pass_context
     def worker(ctx, stream, group, consumer, start, claim_idle, timeout, retry_delay, max_deliveries,
-               dead_letter, concurrency, batch, once, ack_alone, json_):
+               dead_letter, concurrency, batch, once, ack_alone, json_, quiet):
         """Run CMD for each entry of STREAM, at least once (XACK on exit 0).
 
         \b
@@ -859,7 +927,9 @@ def register(cli):
         acknowledged, in one transaction.
         \b
         SIGTERM / Ctrl-C: running commands are stopped and their entries
-        given back to the group (still pending); exit 0.
+        given back to the group (still pending); exit 0.  --once: exit 1
+        if an entry failed.  Each failure prints a line on stderr (which
+        entry, why, which attempt, what happens next), also with -q.
         """
         from storage.errors import RedisError
         from storage.ids import parse_id
@@ -899,7 +969,7 @@ def register(cli):
                        max_deliveries=max_deliveries,
                        dead_letter=None if dead_letter is None else os.fsencode(dead_letter),
                        concurrency=concurrency, batch=batch, once=once, json_events=json_events,
-                       ack_alone=ack_alone)
+                       ack_alone=ack_alone, quiet=quiet)
             code = w.run()
         except RedisError as e:
             context.fail(e.text)

@@ -1,0 +1,100 @@
+"""Ctrl-C typed at a terminal during xs import, export, save and restore
+(issue 27, item 9): exit 130, and one line that says what stays
+committed and how to go on without importing anything twice -- never
+click's bare "Aborted!"."""
+import json
+import subprocess
+import time
+
+from conftest import ROOT, XS, new_store
+from tests.cli.test_prompt_pty import Term
+
+
+def xlen(db, stream):
+    p = subprocess.run(XS + ["--db", str(db), "--json", "XLEN", stream], capture_output=True, cwd=ROOT, timeout=60)
+    return json.loads(p.stdout)
+
+
+def wait_for(cond, timeout=30):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def interrupt(term):
+    term.send(b"\x03")
+    status = term.wait()
+    text = term.text().decode("utf-8", "replace")
+    term.close()
+    return status, text
+
+
+def test_ctrl_c_in_an_import_of_new_ids_says_which_lines_stay_and_how_to_import_the_rest(tmp_path):
+    db = new_store(tmp_path / "db")
+    t = Term(XS + ["--db", str(db), "import", "--stream", "s", "--format", "kv", "-"])
+    t.send(b"a=1\nb=2\n")
+    wait_for(lambda: xlen(db, "s") == 2)
+    status, text = interrupt(t)
+    assert status == 130, text
+    assert "xs: import: interrupted; lines 1-2 stay imported (2 entries); the IDs were new, so running it " \
+           "again would add them twice: import the rest with tail -n +3 FILE | xs import ..." in text.replace("\r", "")
+    assert "Aborted" not in text and "Traceback" not in text
+    assert xlen(db, "s") == 2
+
+
+def test_ctrl_c_in_an_import_of_an_export_says_to_rerun_with_skip_existing(tmp_path):
+    db = new_store(tmp_path / "db")
+    t = Term(XS + ["--db", str(db), "import", "-"])
+    t.send(b'{"stream": "s", "id": "1-1", "fields": ["f", "v"]}\n')
+    wait_for(lambda: xlen(db, "s") == 1)
+    status, text = interrupt(t)
+    assert status == 130, text
+    assert "xs: import: interrupted; line 1 stays imported (1 entry); to finish, run the same import again " \
+           "with --skip-existing" in text
+    assert "Aborted" not in text
+
+
+def test_ctrl_c_in_a_restore_from_the_terminal_changes_nothing_and_says_so(tmp_path):
+    db = new_store(tmp_path / "db")
+    t = Term(XS + ["--db", str(db), "restore", "-"])
+    time.sleep(0.5)
+    status, text = interrupt(t)
+    assert status == 130, text
+    assert "xs: restore: interrupted; the store is as it was" in text
+    assert "Aborted" not in text and "Traceback" not in text
+
+
+# ------------------------------------------------ xs worker on a terminal
+
+def test_the_worker_status_line_never_shares_a_line_with_the_commands_output(tmp_path):
+    db = new_store(tmp_path / "db")
+    subprocess.run(XS + ["--db", str(db)], input=b"XADD jobs 1-1 f a\nXADD jobs 1-2 f b\nXADD jobs 1-3 f c\n",
+                   capture_output=True, cwd=ROOT, timeout=60)
+    t = Term(XS + ["--db", str(db), "worker", "jobs", "-g", "g", "-c", "c", "--",
+                   "sh", "-c", "sleep 0.6; echo resized cat.png"])
+    t.expect(rb"running")
+    for _ in range(3):
+        t.expect(rb"resized cat\.png")
+    status, text = interrupt(t)
+    assert status == 0, text
+    for i in [k for k in range(len(text)) if text.startswith("resized cat.png", k)]:
+        assert text[i - 1] in "\r\n", repr(text[max(0, i - 60):i + 20])
+    assert "runningresized" not in text
+
+
+def test_a_failed_entry_prints_which_entry_which_attempt_and_what_next(tmp_path):
+    db = new_store(tmp_path / "db")
+    subprocess.run(XS + ["--db", str(db), "XADD", "jobs", "1-1", "f", "a"], capture_output=True, cwd=ROOT, timeout=60)
+    p = subprocess.run(XS + ["--db", str(db), "worker", "jobs", "-g", "g", "-c", "c", "--once", "-q", "--",
+                             "sh", "-c", "exit 3"], capture_output=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 1                                  # --once: a failure is exit 1, for cron
+    assert p.stderr == b"xs worker: 1-1 failed (exit 3), attempt 1, stays pending for the next run\n"
+    p = subprocess.run(XS + ["--db", str(db), "worker", "jobs", "-g", "g", "-c", "c", "--once",
+                             "--max-deliveries", "2", "--dead-letter", "dl", "--", "sh", "-c", "exit 3"],
+                       capture_output=True, cwd=ROOT, timeout=60)
+    lines = p.stderr.decode().splitlines()
+    assert p.returncode == 1
+    assert lines[0] == "xs worker: 1-1 failed (exit 3), attempt 2/2, to the dead-letter stream dl"
+    assert lines[1].startswith("xs worker: 1-1 dead-lettered after 2 attempts (exit 3): dl ")
+    assert lines[2].startswith("xs worker: 0 processed, 1 failed, 1 dead-lettered")
