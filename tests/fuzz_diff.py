@@ -1312,11 +1312,32 @@ def xs_env():
     return dict(os.environ, XS_NO_SYNC="1", NO_COLOR="1")
 
 
+_TEMPLATE = []
+_TEMPLATE_LOCK = __import__("threading").Lock()
+
+
+def _empty_store(path):
+    """A new, empty store at ``path`` (a read never creates one, and
+    redis-server is running before the first command): copied from one
+    made once per process by the xs under test (XTRIM of a missing key
+    writes, so it makes the store, and adds nothing)."""
+    with _TEMPLATE_LOCK:
+        if not _TEMPLATE:
+            import atexit
+            t = tempfile.mkdtemp(prefix="xs-fuzz-template-")
+            atexit.register(shutil.rmtree, t, True)
+            subprocess.run(XS + ["--db", os.path.join(t, "store"), "XTRIM", "xs-fuzz-none", "MAXLEN", "0"],
+                           capture_output=True, timeout=120, cwd=XS_ROOT, env=xs_env(), check=True)
+            _TEMPLATE.append(os.path.join(t, "store"))
+    shutil.copytree(_TEMPLATE[0], path, ignore=shutil.ignore_patterns("notify", "lock"))
+
+
 def run_xs(lines, mode="json", timeout=120):
     """(stdout bytes, stderr text, exit status) of xs in script mode on a
     fresh store."""
     d = tempfile.mkdtemp(prefix="xs-fuzz-")
     try:
+        _empty_store(os.path.join(d, "store"))
         data = b"".join(l + b"\n" for l in lines)
         try:
             p = subprocess.run(XS + ["--db", os.path.join(d, "store"), "--" + mode], input=data,

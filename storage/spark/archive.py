@@ -100,9 +100,14 @@ NAME escaped as Spark escapes partition values (``:`` is ``%3A``), so
 ``spark.read.parquet(DIR)`` gives columns id, ms, seq, ts, fields (and
 fields_list with ``fields_list=True``), stream, date.  ``fields`` is a
 map: a field name given twice in one entry keeps its last value there;
-``fields_list`` keeps every field in order.  Values must be UTF-8 (the
-data source's rule): an entry that is not fails the run before anything
-is trimmed.
+``fields_list`` keeps every field in order.  Values are strings and
+must be UTF-8 (the data source's rule): an entry that is not fails the
+run before anything is trimmed, and the message says to archive with
+``binary=True`` (``xs archive --binary``), which writes every value as
+binary, losslessly.  One directory holds one kind of values (the
+manifest's ``values``: "string" or "binary", set by its first run), so
+that ``spark.read.parquet(DIR)`` reads every file with one schema; a run
+of the other kind is refused before anything is written.
 """
 import errno
 import fcntl
@@ -406,6 +411,8 @@ def check_manifest(doc):
             raise ValueError("stream %r's row count is not a count" % name)
         if rec.get("last_run") is not None:
             _check_segment(rec["last_run"], "stream %r's last run" % name)
+    if doc.get("values") not in (None, "string", "binary"):
+        raise ValueError("its values are neither string nor binary")
     pending = doc.get("pending")
     if pending is None:
         return
@@ -787,9 +794,9 @@ def _watch(spark, report, stop):
             report(done, total)
 
 
-def stage(spark, store_path, plans, out, fields_list=False, report=None):
+def stage(spark, store_path, plans, out, fields_list=False, report=None, binary=False):
     """Write the planned entries as Parquet under ``out``, partitioned by
-    stream and date."""
+    stream and date (``binary``: values as binary, not strings)."""
     from pyspark.sql import functions as F
     frames = []
     for p in plans:
@@ -798,6 +805,8 @@ def stage(spark, store_path, plans, out, fields_list=False, report=None):
              .option("start", id_text(p.first)).option("end", id_text(p.last)).option("partitions", parts))
         if fields_list:
             r = r.option("fields_list", "true")
+        if binary:
+            r = r.option("binary", "true")
         frames.append(r.load())
     df = frames[0]
     for f in frames[1:]:
@@ -940,20 +949,21 @@ class Result:
 
 
 def archive(open_store, store_path, names, cut, directory, master=None, fields_list=False, progress=None,
-            dry_run=False, shared=False):
+            dry_run=False, shared=False, binary=False):
     """Archive the entries of the streams ``names`` (bytes) below ``cut``
     ((ms, seq)) into ``directory``, then trim them (see the module's
     docstring).  ``open_store()`` opens the store for writing;
     ``progress(step, done, total)`` is told what happens; ``shared``: DIR
-    may belong to another user or be writable by others (ArchiveDir).
-    Returns a Result; raises ArchiveError."""
+    may belong to another user or be writable by others (ArchiveDir);
+    ``binary``: values as binary (the only way to archive values that
+    are not UTF-8).  Returns a Result; raises ArchiveError."""
     say = progress or (lambda step, done=None, total=None: None)
     res = Result()
     adir = ArchiveDir(directory, shared, create=not dry_run)
     try:
         if dry_run:
             return _dry_run(adir, open_store, names, cut, res)
-        return _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res)
+        return _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary)
     finally:
         adir.close()
 
@@ -970,11 +980,32 @@ def _dry_run(adir, open_store, names, cut, res):
     return res
 
 
-def _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res):
+def check_values(adir, manifest, binary):
+    """A directory holds one kind of values (see the module docstring)."""
+    want = "binary" if binary else "string"
+    have = manifest.get("values")
+    if have is not None and have != want:
+        raise ArchiveError("%s holds %s values: archiving %s values into it would make files Spark cannot read "
+                           "with one schema (%s, or archive into another directory)"
+                           % (adir.path, have, want, "add --binary" if have == "binary" else "leave out --binary"))
+
+
+def _not_utf8(reason, binary):
+    """The data source's hint names its own option; a person running
+    xs archive needs the option of xs archive."""
+    if not binary and "(read it with option binary=true)" in reason:
+        return reason.replace("(read it with option binary=true)",
+                              "(archive it with xs archive --binary, into a new directory: values then "
+                              "become binary columns, losslessly)")
+    return reason
+
+
+def _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary=False):
     lock = Lock(adir)
     try:
         adir.sweep_temporaries()
         manifest = load_manifest(adir)
+        check_values(adir, manifest, binary)
         adir.check_entry(LOG, "file")       # refused now, before the store is touched
         adir.check_entry(STAGING, "dir")
         str_names = [n.decode("utf-8", "replace") for n in names]
@@ -1010,10 +1041,10 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
                 say("writing Parquet")
                 try:
                     stage(spark, os.path.abspath(store_path), todo, out, fields_list,
-                          (lambda d, t: say("writing Parquet", d, t)) if progress else None)
+                          (lambda d, t: say("writing Parquet", d, t)) if progress else None, binary)
                 except Exception as e:
                     raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (
-                        spark_reason(e), adir.label(LOG)))
+                        _not_utf8(spark_reason(e), binary), adir.label(LOG)))
             finally:
                 try:
                     spark.stop()
@@ -1026,6 +1057,7 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
         files = verify(adir, data, todo)
         kill_point("verified")
         moves = [("/".join(data + (rel,)), final_path(rel, first, last)) for rel, _, first, last, _ in files]
+        manifest["values"] = "binary" if binary else "string"
         manifest["pending"] = {"run": run, "moves": moves, "streams": {
             p.name: {"first": id_text(p.first), "last": id_text(p.last), "rows": p.rows, "digest": p.digest}
             for p in todo}}

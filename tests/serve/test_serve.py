@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -929,3 +930,39 @@ def test_the_docs_unix_socket_lines_run_as_written(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+def _docs_python_example():
+    doc = open(os.path.join(ROOT, "docs", "serve.md"), encoding="utf-8").read()
+    start = doc.index("```python\n") + len("```python\n")
+    return doc[start:doc.index("```", start)]
+
+
+@pytest.mark.parametrize("server", ["xs", "redis"])
+def test_the_docs_redis_py_example_runs_against_xs_serve_and_redis_alike(tmp_path, server, redis):
+    code = _docs_python_example()
+    assert 'open("/srv/app/redis.pass")' in code and "port=6380" in code
+    pw = tmp_path / "redis.pass"
+    pw.write_text("s3cret\n")
+    if server == "xs":
+        s = Served(tmp_path / "store", "--requirepass-file", str(pw))
+        port = s.port
+    else:
+        port = redis.port
+        redis.flushall()
+        redis.call("CONFIG", "SET", "requirepass", "s3cret")
+    try:
+        c = __import__("redis").Redis(port=port, password="s3cret")
+        c.xadd("events", {"user": "alice", "action": "login"}, id="1-1")
+        run = code.replace('"/srv/app/redis.pass"', repr(str(pw))).replace("port=6380", "port=%d" % port)
+        run = run.replace("block=5000", "block=300")          # the second run waits for nothing new
+        for _ in range(2):             # the second run meets the group it made: BUSYGROUP is handled
+            p = subprocess.run([sys.executable, "-c", run], capture_output=True, timeout=60, cwd=str(tmp_path))
+            assert p.returncode == 0, p.stderr.decode()
+            assert p.stdout == (b"events 1-1 alice login\n" if _ == 0 else b"")
+        assert c.xpending("events", "mailer")["pending"] == 0
+    finally:
+        if server == "xs":
+            s.stop(signal.SIGKILL)
+        else:
+            c.config_set("requirepass", "")

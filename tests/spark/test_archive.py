@@ -311,3 +311,32 @@ def test_killed_in_the_middle_of_the_spark_job_a_rerun_converges(tmp_path):
     assert sorted((s, i) for s, i, _, _ in rows) == sorted(below)
     assert set(have) == set(want) - below
     assert not (arch / "_staging").exists()
+
+
+# ============================================================ values that are not UTF-8
+
+def test_a_value_that_is_not_utf8_stops_the_run_with_the_option_to_type_then_binary_archives_it(tmp_path):
+    db, arch, arch2 = tmp_path / "db", tmp_path / "arch", tmp_path / "arch2"
+    p = run_xs(db, [b"XADD s 1-1 f ok", b"XADD s 1-2 f \"\\xff\\xfe\"", b"XADD s 1-3 g text", b"XADD s 9-1 f later",
+                    b"XADD t 1-1 f plain", b"XADD t 9-1 f later"])
+    assert p.returncode == 0, p.stderr
+    p = archive(db, arch, "s", "--before", "5")
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert "is not UTF-8" in err and "xs archive --binary" in err and "option binary=true" not in err, err
+    assert len(xs(db, "XRANGE s - +")[0]) == 4                   # nothing trimmed
+    p = archive(db, arch, "s", "--before", "5", "--binary")      # nothing was written there: it takes binary
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    t = pads.dataset(str(arch), format="parquet", partitioning="hive").to_table()
+    got = {r["id"]: dict(r["fields"]) for r in t.to_pylist()}
+    assert got == {"1-1": {"f": b"ok"}, "1-2": {"f": b"\xff\xfe"}, "1-3": {"g": b"text"}}
+    assert [e[0] for e in xs(db, "XRANGE s - +")[0]] == ["9-1"]
+    with open(arch / MANIFEST) as f:
+        assert json.load(f)["values"] == "binary"
+    p = archive(db, arch, "t", "--before", "5")                  # a directory of binary values refuses strings
+    assert p.returncode == 1 and b"add --binary" in p.stderr, p.stderr
+    p = archive(db, arch2, "t", "--before", "5")
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    p = archive(db, arch2, "s", "--before", "10", "--binary")    # ... and one of strings refuses binary
+    assert p.returncode == 1 and b"leave out --binary" in p.stderr, p.stderr
+    assert [e[0] for e in xs(db, "XRANGE t - +")[0]] == ["9-1"]

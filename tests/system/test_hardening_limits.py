@@ -29,6 +29,7 @@ import tracemalloc
 
 import pytest
 
+from conftest import new_store
 from tests.cli.test_blocking_cli import inotify_watches  # one way to see a process wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -161,7 +162,7 @@ def test_a_line_over_the_limit_read_in_one_batch_is_one_error_in_its_place(tmp_p
 
 
 def test_a_repeated_blocking_line_at_the_end_of_a_batch_runs_every_time(tmp_path):
-    db = tmp_path / "db"
+    db = new_store(tmp_path / "db")                 # a script of reads never creates the store
     p = start(db, mode="json")
     p.stdin.write(b"3 XREAD BLOCK 100 STREAMS s $\n")
     p.stdin.flush()

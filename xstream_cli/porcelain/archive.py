@@ -119,7 +119,7 @@ def _summary(res, cut, to):
     return text
 
 
-def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False):
+def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False, binary=False):
     cut = _cut(older_than, before)
     if not to:
         context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
@@ -142,7 +142,7 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     try:
         res = archive.archive(lambda: open_existing(g, write=not dry), context.db_path(g), names, cut, to,
                               master=master, fields_list=fields_list, progress=progress, dry_run=dry,
-                              shared=shared)
+                              shared=shared, binary=binary)
     except archive.ArchiveError as e:
         progress.end()
         context.fail("archive: %s" % e)
@@ -172,13 +172,16 @@ def register(cli):
     @click.option("--master", metavar="URL", help="Spark master (default local[*]).")
     @click.option("--fields-list", is_flag=True,
                   help="Also write fields_list (every field in order, repeated names kept).")
+    @click.option("--binary", is_flag=True,
+                  help="Write every value as binary, losslessly (needed for values that are not UTF-8; "
+                       "a directory holds one kind of values).")
     @click.option("--shared-dir", "shared", is_flag=True,
                   help="DIR may belong to another user or be writable by others (links in it are still never "
                        "followed, and only your own manifest is obeyed).")
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.pass_obj
-    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, shared, dry, quiet):
+    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, binary, shared, dry, quiet):
         """Move old entries to Parquet with Spark, then trim them.
 
         \b
@@ -187,6 +190,9 @@ def register(cli):
         read back and checked (count, first and last IDs), and only then
         trimmed (XTRIM MINID, one transaction).  Killed at any point,
         nothing is lost; the next run finishes without duplicating rows.
+        Values are strings; a value that is not UTF-8 stops the run
+        (nothing trimmed) until it runs with --binary, which writes every
+        value as binary into a directory of binary values.
         \b
         Progress on stderr on a terminal, then one summary line; -q:
         nothing unless something fails (stderr, exit 1).
@@ -195,6 +201,6 @@ def register(cli):
         """
         try:
             run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet,
-                        shared)
+                        shared, binary)
         except KeyboardInterrupt:
             context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)

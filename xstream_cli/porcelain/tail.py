@@ -54,7 +54,8 @@ Output, one entry per line:
             outside quotes ends the field, and a line never holds a raw
             newline or control character.
 
-Ctrl-C ends quietly with status 0, and so does a closed pipe (``| head``):
+Ctrl-C ends quietly with status 130 (as every read does), a closed pipe
+(``| head``) with status 0:
 with -f, a reader that goes away ends the wait at once.
 """
 import os
@@ -462,7 +463,7 @@ def register(cli):
         created at --start ($: new entries; 0: all).  --no-ack leaves
         every entry pending.  xs tail cannot know that the reader
         processed a line: for at-least-once processing use xs worker.
-        Ctrl-C and a closed pipe end quietly (status 0).
+        Ctrl-C ends quietly with status 130, a closed pipe with 0.
         """
         if (group is None) != (consumer is None):
             raise click.UsageError("--group and --consumer go together")
