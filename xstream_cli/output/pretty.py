@@ -623,6 +623,56 @@ def _break(it, first, avail):
     return pieces
 
 
+# ------------------------------------------------------------------ one entry at a time
+
+_LABEL_COLOURS = ("\x1b[1;36m", "\x1b[1;35m", "\x1b[1;32m", "\x1b[1;33m", "\x1b[1;34m", "\x1b[1;31m")
+
+
+class EntryLines:
+    """Entries one at a time, each as XRANGE shows it (ID, its time in
+    UTC, fields quoted and wrapped the same way, widths by display
+    cells), after a label naming its stream, padded to the widest of
+    ``streams`` and coloured per stream: xs tail's pretty output, which
+    is therefore the same look as every other command's."""
+
+    def __init__(self, streams, out=None, width=None, colour=None):
+        out = out if out is not None else sys.stdout
+        self.buf = io.BytesIO()
+        self.w = Writer(self.buf, width, _use_colour(out) if colour is None else colour)
+        names = list(dict.fromkeys(streams))
+        self.labels = {s: token(s, True) for s in names}
+        self.label_w = max([cells(t) for t in self.labels.values()] or [0])
+        self.colours = {s: _LABEL_COLOURS[n % len(_LABEL_COLOURS)] for n, s in enumerate(names)}
+        self.id_w = 0
+        self.fmt = {}
+
+    def __call__(self, stream, entry):
+        i = entry[0]
+        if len(i) > self.id_w:
+            self.id_w = len(i)
+            self.fmt = {}
+        fmt = self.fmt.get(stream)
+        if fmt is None:
+            label = self.labels.get(stream) or token(stream, True)
+            width = max(self.label_w, cells(label))
+            fmt = _EntryFormat(self.w, width + 2, self.id_w, 24 if id_time(i) else 0)
+            on = self.w.colour
+            text = ((self.colours.get(stream, _LABEL_COLOURS[0]) if on else "") + label
+                    + (self.w.st.off if on else "") + " " * (width - cells(label) + 2))
+            fmt.pad, fmt.pad_b = text, text.encode("utf-8", "surrogateescape")
+            self.fmt[stream] = fmt
+        fmt(entry)
+        w = self.w
+        if w.buf:
+            w.buf.append(b"")
+            self.buf.write(b"\n".join(w.buf))
+            w.buf, w.size = [], 0
+        out = self.buf.getvalue()
+        self.buf.seek(0)
+        self.buf.truncate()
+        return out
+
+
 # ------------------------------------------------------------------ entry points
 
 def write_pretty(reply, out, width=None, colour=None):

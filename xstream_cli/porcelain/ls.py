@@ -174,6 +174,13 @@ def emit_json(doc):
     context.write_out((json.dumps(doc, separators=(", ", ": ")) + "\n").encode("utf-8", "surrogateescape"))
 
 
+def _console(Console):
+    """A rich console for a terminal: no styles at all (bold included)
+    with NO_COLOR or TERM=dumb, as every other xs output."""
+    plain = bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+    return Console(highlight=False, width=_WIDE, **({"color_system": None} if plain else {}))
+
+
 def emit_table(mode, headers, rows, right, empty):
     """``rows`` of cells (bytes names are shown per mode) as a rich table
     (mode "pretty") or plain aligned columns; ``right``: indexes of the
@@ -183,7 +190,7 @@ def emit_table(mode, headers, rows, right, empty):
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
-        console = Console(highlight=False, width=_WIDE)     # never cut a value: a long line wraps
+        console = _console(Console)     # never cut a value: a long line wraps
         if not rows:
             console.print(Text(empty, style="dim"))
             return
@@ -321,7 +328,7 @@ def run_info(g, json_flag):
         t.add_column()
         for k, v in rows:
             t.add_row(k, Text(v))
-        Console(highlight=False, width=_WIDE).print(t)
+        _console(Console).print(t)
         return
     w = max(len(k) for k, _ in rows)
     context.write_out("".join("%s  %s\n" % (k.ljust(w), v) for k, v in rows).encode("utf-8", "surrogateescape"))

@@ -34,9 +34,11 @@ processing (ack after the handler succeeded, retries, dead letters) use
 ``xs worker``.
 
 Output, one entry per line:
-  terminal  time from the ID, stream (one colour per stream), ID and
-            field=value pairs, aligned (rich); characters that are not
-            printable are shown as escapes;
+  terminal  the stream (one colour per stream), then the entry exactly
+            as XRANGE shows it (xstream_cli.output.pretty): ID, its time
+            in UTC, field=value pairs quoted where needed and wrapped to
+            the terminal's width by display cells; characters that are
+            not printable are shown as escapes; no colour with NO_COLOR;
   --json    the entry shape of xs export / xs import, one object per line:
               {"stream": "s", "id": "1-0", "fields": ["f1", "v1", "f2", "v2"]}
             fields in order, duplicates kept; a name or value that is not
@@ -76,8 +78,6 @@ _BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
 _BARE_NAME = _BARE - frozenset(b"=")
 _NOT_BARE = frozenset(" \"'\\")
 _NOT_BARE_NAME = _NOT_BARE | {"="}
-_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red",
-            "bright_cyan", "bright_magenta", "bright_green", "bright_yellow")
 
 
 # ------------------------------------------------------------------ output
@@ -109,53 +109,6 @@ def json_line(stream, entry):
     """The entry as xs export writes it (storage.ops.exchange.entry_record)."""
     from storage.ops.exchange import dumps, entry_record
     return (dumps(entry_record(stream, entry[0], entry[1])) + "\n").encode("utf-8")
-
-
-class Pretty:
-    """Rich lines for a terminal: time, stream, ID, aligned fields."""
-
-    def __init__(self, streams):
-        import io
-
-        from rich.console import Console
-        self.buf = io.StringIO()
-        self.console = Console(file=self.buf, force_terminal=sys.stdout.isatty(), highlight=False,
-                               soft_wrap=True, width=10000)
-        self.colour = {s: _COLOURS[n % len(_COLOURS)] for n, s in enumerate(dict.fromkeys(streams))}
-        self.name_w = max(len(_text(s)) for s in streams)
-        self.id_w = 0
-        self.value_w = {}          # field -> widest value seen (capped)
-
-    def __call__(self, stream, entry):
-        import datetime
-
-        from rich.text import Text
-        i, fields = entry
-        ms = int(i.split(b"-")[0])
-        try:
-            when = datetime.datetime.fromtimestamp(ms / 1000.0).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        except (OverflowError, OSError, ValueError):
-            when = "-"
-        sid = _text(i)
-        self.id_w = max(self.id_w, len(sid))
-        t = Text()
-        t.append(when, style="dim")
-        t.append("  ")
-        t.append(_text(stream).ljust(self.name_w), style="bold " + self.colour.get(stream, "cyan"))
-        t.append("  ")
-        t.append(sid.ljust(self.id_w), style="dim")
-        for k in range(0, len(fields), 2):
-            f, v = _text(fields[k]), _text(fields[k + 1])
-            w = self.value_w[f] = min(max(self.value_w.get(f, 0), len(v)), 40)
-            t.append("  ")
-            t.append(f, style="bold")
-            t.append("=")
-            t.append(v.ljust(w) if k + 2 < len(fields) else v)
-        self.console.print(t)
-        out = self.buf.getvalue()
-        self.buf.seek(0)
-        self.buf.truncate()
-        return out.encode("utf-8", "backslashreplace")
 
 
 def _id_key(entry):
@@ -485,7 +438,8 @@ def register(cli):
         if mode == "json":
             line = json_line
         elif mode == "pretty":
-            line = Pretty(keys)
+            from xstream_cli.output.pretty import EntryLines
+            line = EntryLines(keys)
         else:
             line = raw_line
         store = context.open_store(g, create=False)     # a read: a missing store is an error

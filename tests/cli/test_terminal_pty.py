@@ -1,7 +1,8 @@
-"""Ctrl-C typed at a terminal during xs import, export, save and restore
-(issue 27, item 9): exit 130, and one line that says what stays
-committed and how to go on without importing anything twice -- never
-click's bare "Aborted!"."""
+"""What a person at a terminal sees (issue 27): Ctrl-C during xs import,
+export, save and restore (exit 130, and one line that says what stays
+committed and how to go on -- never click's bare "Aborted!"), the worker's
+status line kept off its commands' output, and xs tail showing entries as
+XRANGE does."""
 import json
 import subprocess
 import time
@@ -98,3 +99,24 @@ def test_a_failed_entry_prints_which_entry_which_attempt_and_what_next(tmp_path)
     assert lines[0] == "xs worker: 1-1 failed (exit 3), attempt 2/2, to the dead-letter stream dl"
     assert lines[1].startswith("xs worker: 1-1 dead-lettered after 2 attempts (exit 3): dl ")
     assert lines[2].startswith("xs worker: 0 processed, 1 failed, 1 dead-lettered")
+
+
+# ------------------------------------------------ one look for entries
+
+def test_tail_shows_each_entry_exactly_as_xrange_does_after_its_stream(tmp_path):
+    from tests.cli.test_prompt_pty import ANSI
+    db = new_store(tmp_path / "db")
+    subprocess.run(XS + ["--db", str(db)], capture_output=True, cwd=ROOT, timeout=60,
+                   input='XADD s 1795647209626-0 city "two words" k a=b e "" n 東京\n'
+                         'XADD s 1795647209779-0 city x k y e z n 1\n'.encode())
+    shown = {}
+    for name, argv in (("xrange", ["XRANGE", "s", "-", "+"]), ("tail", ["tail", "s"])):
+        t = Term(XS + ["--db", str(db)] + argv, cols=120)
+        assert t.wait() == 0
+        shown[name] = [ANSI.sub(b"", line).decode() for line in t.shown.split(b"\r\n") if line]
+        raw = t.shown
+        t.close()
+        assert b"\x1b[" in raw                                    # coloured on a terminal
+    assert shown["xrange"] == ['1795647209626-0  2026-11-25T22:53:29.626Z  city="two words"  k=a=b  e=""  n=東京',
+                               "1795647209779-0  2026-11-25T22:53:29.779Z  city=x  k=y  e=z  n=1"]
+    assert shown["tail"] == ["s  " + line for line in shown["xrange"]]
