@@ -23,6 +23,7 @@ CASES = [
     pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"], "redis XAUTOCLAIM",
                  marks=needs_redis, id="claim"),
     pytest.param("bench_snapshot.py", ["--sizes", "500"], "restore", id="snapshot"),
+    pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XRANGE", id="json_range"),
     pytest.param("bench_block_latency.py", ["-n", "5", "--gap", "2"], "xreadgroup", id="block_latency"),
     pytest.param("bench_reader_during_ingest.py", ["--lines", "3000", "--reads", "2"], "xs/redis during",
                  marks=needs_redis, id="reader_during_ingest"),

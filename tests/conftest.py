@@ -75,6 +75,23 @@ def run(tmp_path):
     return _run
 
 
+def _json_text(raw):
+    """Bytes as xs --json writes them: a string if UTF-8, else {"b64": ...}."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+        return {"b64": base64.b64encode(raw).decode("ascii")}
+
+
+def json_key(k):
+    """A map key as xs --json writes it: UTF-8 text, other bytes as \\xHH."""
+    if isinstance(k, dict) and set(k) == {"b64"}:
+        import base64
+        return base64.b64decode(k["b64"]).decode("utf-8", "backslashreplace")
+    return k if isinstance(k, str) else json.dumps(k)
+
+
 class Resp3:
     """Minimal RESP3 client giving replies in xs's JSON shape."""
 
@@ -125,7 +142,10 @@ class Resp3:
             n = int(rest)
             if n < 0:
                 return None
-            data = self._exact(n).decode("utf-8", "surrogateescape")
+            raw = self._exact(n)
+            if t == b"$":
+                return _json_text(raw)          # as xs --json writes a byte string
+            data = raw.decode("utf-8", "surrogateescape")
             if t == b"=":
                 data = data[4:]
             return {"error": data} if t == b"!" else data
@@ -136,7 +156,7 @@ class Resp3:
             m = {}
             for _ in range(int(rest)):
                 k = self._read()
-                m[k if isinstance(k, str) else json.dumps(k)] = self._read()
+                m[json_key(k)] = self._read()
             return m
         if t == b"_":
             return None

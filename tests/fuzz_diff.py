@@ -105,7 +105,7 @@ for _p in (HERE, os.path.dirname(HERE)):        # tests/ (conftest) and the repo
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from conftest import ROOT, XS, Resp3  # noqa: E402  (tests/ helpers)
+from conftest import ROOT, XS, Resp3, json_key  # noqa: E402  (tests/ helpers)
 from tests.compat.test_differential import split_args  # noqa: E402
 
 MAX = 18446744073709551615
@@ -783,7 +783,7 @@ class Resp3Pairs(Resp3):
             pairs = []
             for _ in range(int(line[1:])):
                 k = self._read()
-                pairs.append((k if isinstance(k, str) else json.dumps(k), self._read()))
+                pairs.append((json_key(k), self._read()))
             return _pairs_to_map(pairs)
         return super()._read()
 
@@ -895,13 +895,13 @@ def norm_pair(argv, ref, got):
         return sorted(ref, key=repr), sorted(got, key=repr)
     if name == "SCAN" and not is_error(ref) and not is_error(got):
         ok = lambda r: (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)  # noqa: E731
-                        and isinstance(r[1], list) and all(isinstance(k, str) for k in r[1]))
+                        and isinstance(r[1], list) and all(isinstance(k, (str, dict)) for k in r[1]))
         if ok(ref) and ok(got):
             cursor, count = _scan_args(argv)
             if cursor != b"0":                   # a cursor means something else in xs
                 return ["<scan>"], ["<scan>"]
             if ref[0] == "0" and got[0] == "0":
-                return ["0", sorted(ref[1])], ["0", sorted(got[1])]
+                return ["0", sorted(ref[1], key=repr)], ["0", sorted(got[1], key=repr)]
             if count is not None and not (count.isdigit() and int(count) >= 10):
                 return ["<scan>"], ["<scan>"]
     return ref, got

@@ -214,8 +214,13 @@ def man_xs1(families):
           ".TP", "\\fB\\-\\-json\\fR",
           esc("One JSON document per reply, one per line, in RESP3 shape: strings, numbers, "
               "null, arrays, objects for maps (XINFO, XREAD and XREADGROUP results keyed by "
-              "stream), {\"error\": \"...\"} for errors. Bytes that are not UTF-8 are decoded "
-              "with surrogateescape (a lossless round trip)."),
+              "stream), {\"error\": \"...\"} for errors. Bytes that are not UTF-8 are written as "
+              "{\"b64\": \"<base64>\"}, as xs export writes them (lossless). A long XRANGE or "
+              "XREVRANGE is written as it is read."),
+          ".TP", "\\fB\\-\\-jsonl\\fR",
+          esc("JSON lines of entries: the entries of XRANGE, XREVRANGE, XREAD and XREADGROUP one per "
+              "line, {\"stream\", \"id\", \"fields\": [f, v, ...]}, the shape of xs export and xs tail "
+              "--json (xs import reads it back); a nil XREAD prints nothing; other replies as --json."),
           ".TP", "\\fB\\-\\-pretty\\fR",
           esc("Readable tables and colours. The default on a terminal; colours are off with "
               "NO_COLOR or when stdout is not a terminal."),

@@ -17,6 +17,8 @@ EXIT_INTERRUPTED = 130    # Ctrl-C
 
 # (mode, flag, help) -- the click options are generated from this table
 MODES = [("json", "--json", "JSON lines, RESP3-shaped (one document per reply)."),
+         ("jsonl", "--jsonl", "JSON lines of entries: XRANGE, XREVRANGE, XREAD, XREADGROUP give one line per "
+                              "entry in the shape of xs export; other replies as --json."),
          ("raw", "--raw", "Exactly as redis-cli --raw (default when not a terminal)."),
          ("noraw", "--no-raw", "Exactly as redis-cli --no-raw."),
          ("pretty", "--pretty", "Readable tables and colours (default on a terminal).")]

@@ -92,7 +92,7 @@ def handle(s, line, out):
         return True
     try:
         r = s.execute(argv)
-        s.output(r, out)
+        s.output(r, out, argv)
     except KeyboardInterrupt:            # a blocked read or a long output: back to the prompt
         try:
             out.write(b"\n")

@@ -40,17 +40,23 @@ def run_one(g, argv):
     status = EXIT_OK
     while True:
         try:
-            r = s.execute(list(argv), cmd)
+            streamed = s.stream_range(argv, cmd, sys.stdout.buffer)   # a long range, written as it is read
+            if not streamed:
+                r = s.execute(list(argv), cmd)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         except StoreFailure as e:
             context.fail(str(e))
-        if isinstance(r, RedisError):
+        except BrokenPipeError:
+            context.quiet_exit()
+        if streamed:
+            pass
+        elif isinstance(r, RedisError):
             _error(mode, r, argv, s.render)
             status = EXIT_ERROR
         else:
             try:
-                s.output(r)          # pretty output streams; Ctrl-C during it: 130, no traceback
+                s.output(r, argv=argv)          # pretty output streams; Ctrl-C during it: 130, no traceback
             except KeyboardInterrupt:
                 return EXIT_INTERRUPTED
         repeat -= 1
@@ -67,7 +73,7 @@ def _error(mode, e, argv, render=None):
     """Write Redis error ``e`` on stderr as the mode shows errors; on a
     terminal, add a usage line (wrong arity, syntax error) or the
     closest command name (unknown command)."""
-    if mode == "json":
+    if mode in ("json", "jsonl"):
         if render is None:
             from xstream_cli.output.render import RENDERERS
             render = RENDERERS["json"]

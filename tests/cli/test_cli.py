@@ -151,7 +151,7 @@ def test_non_utf8_arguments_are_stored_verbatim(db):
     p = subprocess.run(XS + ["--db", db, "--json", "XRANGE", b"s\xff", "-", "+"], capture_output=True,
                        timeout=60, cwd=ROOT)
     v = json.loads(p.stdout.decode("utf-8"))
-    assert [x.encode("utf-8", "surrogateescape") for x in v[0][1]] == [b"\xfe", b"\x80v"]
+    assert v[0][1] == [{"b64": "/g=="}, {"b64": "gHY="}]          # as xs export writes bytes
 
 
 def test_non_utf8_bad_id_is_a_redis_error(db):

@@ -32,6 +32,7 @@ from xstream_cli.output.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
 BATCH_BYTES = 8 << 20          # read at most this much before a commit
+PAGE = 5000                    # entries per page of a streamed XRANGE (Session.stream_range)
 MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-max-bulk-len)
 
 
@@ -52,6 +53,7 @@ class Session:
             self.render = render_pretty
         else:
             self.render = RENDERERS[mode]
+        self.by_command = mode == "jsonl"     # its renderer takes the command too
         self.failed = False
         self.quit = False            # a script's "quit" / "exit" line was met
         self._repeat = None          # (line index, argv, times left) of a repeated line cut by a block
@@ -59,16 +61,17 @@ class Session:
     def message(self, text):
         """A redis-cli message that is not a reply ("Invalid argument(s)"):
         plain text, or in --json an error document like any other."""
-        if self.mode == "json":
+        if self.mode in ("json", "jsonl"):
             import json
             return (json.dumps({"error": text}) + "\n").encode()
         return text.encode() + b"\n"
 
-    def output(self, reply, out=None):
+    def output(self, reply, out=None, argv=None):
         """Write one reply to ``out`` (default stdout) and flush.  Pretty
         output streams (entries are formatted and flushed in chunks, see
         pretty.py); the other modes write ``render``'s bytes.  A reader
-        that went away ends the process quietly; Ctrl-C propagates."""
+        that went away ends the process quietly; Ctrl-C propagates.
+        ``argv``: the command (--jsonl names an XRANGE's stream by it)."""
         from xstream_cli import context
         if out is None:
             import sys
@@ -78,7 +81,7 @@ class Session:
                 from xstream_cli.output.pretty import write_pretty
                 write_pretty(reply, out)
             else:
-                out.write(self.render(reply))
+                out.write(self.render(reply, argv) if self.by_command else self.render(reply))
                 out.flush()
         except BrokenPipeError:
             context.quiet_exit()
@@ -139,6 +142,64 @@ class Session:
             if w is not None:
                 return self.block(cmd, args, w)
         return r
+
+    def stream_range(self, argv, cmd, out):
+        """XRANGE / XREVRANGE in --json, --jsonl or raw output, read in
+        pages of PAGE entries inside ONE read transaction (one consistent
+        view, as a single read) and written page by page: memory stays
+        that of a page and the first entry shows at once, however long
+        the range; the bytes are exactly those of the whole reply
+        rendered at once.  Returns False (nothing done) for any other
+        command, mode or a bad argument: the usual path answers it."""
+        if cmd.name not in ("xrange", "xrevrange") or self.mode not in ("json", "jsonl", "raw"):
+            return False
+        try:
+            key, opts = cmd.parse(argv)
+        except RedisError:
+            return False
+        if opts.count is not None and opts.count <= PAGE:
+            return False
+        import json as _json
+
+        from storage.options import RangeOptions
+        from xstream_cli.output.render import entry_line, to_jsonable
+        left = opts.count
+        lo, hi = opts.start, opts.end
+        first = True
+        with self.store.read() as tx:
+            while True:
+                n = PAGE if left is None else min(PAGE, left)
+                page = tx.range(key, RangeOptions(lo, hi, n, opts.rev)) if lo <= hi else []
+                got = len(page)
+                if self.mode == "jsonl":
+                    data = b"".join(entry_line(key, e) for e in page)
+                elif self.mode == "raw":
+                    data = self.render(page) if got or first else b""
+                else:
+                    data = ((b"[" if first else b", " if got else b"")
+                            + b", ".join(_json.dumps(to_jsonable(e), ensure_ascii=False)
+                                         .encode("utf-8", "backslashreplace") for e in page))
+                first = False
+                if got < n or (left is not None and left - got <= 0):
+                    if self.mode == "json":
+                        data += b"]\n"
+                    out.write(data)
+                    out.flush()
+                    return True
+                out.write(data)
+                if left is not None:
+                    left -= got
+                ms, seq = (int(x) for x in page[got - 1][0].split(b"-"))
+                if opts.rev:
+                    if (ms, seq) == (0, 0):
+                        lo, hi = (1, 0), (0, 0)              # nothing below 0-0
+                    else:
+                        hi = (ms, seq - 1) if seq else (ms - 1, (1 << 64) - 1)
+                else:
+                    if (ms, seq) == ((1 << 64) - 1, (1 << 64) - 1):
+                        lo, hi = (1, 0), (0, 0)
+                    else:
+                        lo = (ms, seq + 1) if seq < (1 << 64) - 1 else (ms + 1, 0)
 
     def block(self, cmd, args, w):
         """Wait for a blocked read to be served or to time out
@@ -287,7 +348,8 @@ class Session:
                 r = self.block(*b.blocked)
                 if isinstance(r, RedisError):
                     self.failed = True
-                out.write(self.render(r))
+                out.write(self.render(r, [b.blocked[0].name.upper().encode()]) if self.by_command
+                          else self.render(r))
                 out.flush()
 
 
@@ -299,6 +361,7 @@ class _Script:
     def __init__(self, session, tx, plain):
         self.plain = plain
         self.render = session.render
+        self.argvs = {} if session.by_command else None   # --jsonl: reply index -> its command
         self.message = session.message
         store = session.store
         read_only = (store.why_read_only or "it is open read-only") if store.readonly else None
@@ -319,9 +382,9 @@ class _Script:
         return self
 
     def _render(self):
-        render, app = self.render, self.replies.append
+        render, app, argvs = self.render, self.replies.append, self.argvs
         failed = False
-        for v in self.vals:
+        for k, v in enumerate(self.vals):
             t = type(v)
             if t is _Text:
                 app(v)
@@ -332,10 +395,15 @@ class _Script:
                 for x in v:
                     failed = failed or isinstance(x, RedisError)
                     app(render(x))
+            elif argvs is not None:
+                failed = failed or isinstance(v, RedisError)
+                app(render(v, argvs.get(k)))
             else:
                 failed = failed or isinstance(v, RedisError)
                 app(render(v))
         self.vals = []
+        if argvs:
+            argvs.clear()
         self.failed |= failed
 
     def _added(self, run):
@@ -430,6 +498,8 @@ class _Script:
         vals = self.vals
         k = len(vals)
         vals.append(None)
+        if self.argvs is not None:
+            self.argvs[k] = argv
         try:
             cmd = lookup(argv)
             args = cmd.parse(argv)
@@ -495,7 +565,7 @@ def _repeat_count(word):
     if neg or len(d) > 19 or int(d or b"0") > _LONG_MAX:
         return 0
     return int(d or b"0")
-_FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted}
+_FAST_IDS = {"raw": _ids_raw, "noraw": _ids_quoted, "json": _ids_quoted, "jsonl": _ids_quoted}
 
 
 def open_session(g, mode, write=True, create=None):

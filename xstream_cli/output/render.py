@@ -156,11 +156,28 @@ def _noraw(r, prefix, out):
 # --------------------------------------------------------------------- JSON
 
 
+def _text(b):
+    """A byte string as a JSON value: a string when it is UTF-8, else
+    ``{"b64": "<base64>"}`` -- the convention of xs export, xs tail and
+    xs worker, lossless and read the same by jq, Node and Python."""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+        return {"b64": base64.b64encode(b).decode("ascii")}
+
+
+def _key(k):
+    """A map key (an object's name must be a string): UTF-8 as it is,
+    other bytes as \\xHH escapes (as xs shows names on a terminal)."""
+    return k.decode("utf-8", "backslashreplace") if type(k) is bytes else str(k)
+
+
 def to_jsonable(r):
     """Reply -> plain Python (str/int/None/list/dict), RESP3 shape."""
     t = type(r)
     if t is bytes:
-        return r.decode("utf-8", "surrogateescape")
+        return _text(r)
     if t is Entries:
         r = r.decoded()
         t = list
@@ -171,8 +188,7 @@ def to_jsonable(r):
     if t is Status or t is str:
         return str(r)
     if t is Map:
-        pairs = [(k.decode("utf-8", "surrogateescape") if type(k) is bytes else str(k), to_jsonable(v))
-                 for k, v in r.pairs]
+        pairs = [(_key(k), to_jsonable(v)) for k, v in r.pairs]
         d = dict(pairs)
         return d if len(d) == len(pairs) else _RepeatedKeys(pairs)
     if isinstance(r, RedisError):
@@ -194,12 +210,49 @@ class _RepeatedKeys(dict):
         return list(self._pairs)
 
 
-def json(reply):
+def json(reply, argv=None):
     import json as _json
+    # backslashreplace: an error text may echo an argument that is not UTF-8
     return _json.dumps(to_jsonable(reply), ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
 
 
-RENDERERS = {"raw": raw, "noraw": noraw, "json": json}
+def entry_line(stream, entry):
+    """One entry in the shape of xs export (b64 for bytes that are not
+    UTF-8), as a JSON line; a deleted entry (fields nil) has "fields": null."""
+    import json as _json
+    i, fields = entry[0], entry[1]
+    rec = {"stream": _text(stream), "id": i.decode("ascii") if type(i) is bytes else str(i),
+           "fields": None if fields is None else [_text(f) for f in fields]}
+    return _json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+_RANGES = frozenset((b"XRANGE", b"XREVRANGE"))
+_READS = frozenset((b"XREAD", b"XREADGROUP"))
+
+
+def jsonl(reply, argv=None):
+    """--jsonl: the entries of XRANGE / XREVRANGE and of XREAD /
+    XREADGROUP (``argv``: the command, which names the stream of a
+    range), one JSON line each in the shape of xs export; a nil reply of
+    those prints nothing; every other reply is one JSON document, as
+    --json."""
+    name = argv[0].upper() if argv else None
+    t = type(reply)
+    if name in _RANGES and len(argv) > 1 and (t is Entries or (t is list and all(map(_is_entry, reply)))):
+        return b"".join(entry_line(argv[1], e) for e in reply)
+    if name in _READS:
+        if reply is None:
+            return b""
+        if t is Map and all(type(v) in (list, Entries) for _, v in reply.pairs):
+            return b"".join(entry_line(k, e) for k, v in reply.pairs for e in v)
+    return json(reply)
+
+
+def _is_entry(e):
+    return type(e) in (list, tuple) and len(e) >= 2 and type(e[0]) is bytes and (e[1] is None or type(e[1]) is list)
+
+
+RENDERERS = {"raw": raw, "noraw": noraw, "json": json, "jsonl": jsonl}
 
 
 # ------------------------------------------------------ text for a terminal

@@ -25,7 +25,7 @@ def run_compact(g, wait, dry, quiet, json_flag):
     from storage.ops.compact import CompactError, compact, describe
     if wait < 0:
         context.fail("compact: --wait must be 0 or more seconds", context.EXIT_USAGE)
-    as_json = json_flag or g.mode == "json"
+    as_json = json_flag or g.mode in ("json", "jsonl")
     path = context.db_path(g)
 
     def waiting(hs):

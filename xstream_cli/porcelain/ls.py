@@ -164,7 +164,7 @@ def id_text(i):
 
 def output_mode(g, json_flag):
     """"json", "pretty" (a rich table) or "plain"."""
-    if json_flag:
+    if json_flag or g.mode == "jsonl":
         return "json"
     mode = context.resolve_mode(g.mode)
     return mode if mode in ("json", "pretty") else "plain"

@@ -291,7 +291,7 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag, 
         context.fail("trim: --approx goes with --max-age or --max-len", context.EXIT_USAGE)
     if not keep and not trimming:
         context.fail("trim: --drop-unacked goes with --max-age or --max-len", context.EXIT_USAGE)
-    as_json = json_flag or g.mode == "json"
+    as_json = json_flag or g.mode in ("json", "jsonl")
     minid = (max(0, int(time.time() * 1000) - age_ms), 0) if age_ms is not None else None
     args = [os.fsencode(s) for s in streams]
     store = open_existing(g, write=not dry)

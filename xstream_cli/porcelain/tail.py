@@ -433,7 +433,7 @@ def register(cli):
             except RedisError:
                 raise click.UsageError("bad --start ID: %s (an ID such as 0 or 1700000000000-0, or $)" % start)
         g = obj or context.Globals()
-        mode = "json" if json_ else context.resolve_mode(g.mode)
+        mode = "json" if json_ or g.mode == "jsonl" else context.resolve_mode(g.mode)
         keys = [os.fsencode(s) for s in streams]
         if mode == "json":
             line = json_line

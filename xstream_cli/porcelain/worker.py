@@ -952,7 +952,7 @@ def register(cli):
         if why:
             _usage(why)
         g = ctx.obj or context.Globals()
-        json_events = json_ or g.mode == "json"
+        json_events = json_ or g.mode in ("json", "jsonl")
         store = context.open_store(g)
         from storage.consumers import ConsumerBusy, ConsumerLock
         from storage.ops import worker as W

@@ -1,0 +1,83 @@
+"""Benchmark: a long XRANGE as JSON -- time to the first byte, total
+time and peak memory of ``xs --json`` and ``xs --jsonl`` beside ``xs
+export`` (the streamed reference) and ``redis-cli --json`` on the same
+entries in redis-server (``appendfsync always``: the durable peer).
+
+    python3 benchmarks/bench_json_range.py [--entries 2000000]
+
+Each command runs in a fresh child writing to a pipe that is drained;
+max RSS is the child's peak resident set (os.wait4).
+"""
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+XS = [sys.executable, "-m", "xstream_cli"]
+
+
+def measure(argv, cwd=ROOT):
+    """(seconds to the first byte, seconds in all, bytes, max RSS in MB)."""
+    t = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=cwd)
+    first = None
+    n = 0
+    while True:
+        chunk = p.stdout.read1(1 << 16)
+        if not chunk:
+            break
+        if first is None:
+            first = time.monotonic() - t
+        n += len(chunk)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    return first or 0.0, time.monotonic() - t, n, ru.ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=2_000_000)
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="xs-bench-json-")
+    db = os.path.join(d, "store")
+    try:
+        lines = b"".join(b"XADD big * user u%d action click n %d\n" % (i % 1000, i) for i in range(a.entries))
+        subprocess.run(XS + ["--db", db, "--no-sync"], input=lines, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)
+        rows = [("xs --json XRANGE", XS + ["--db", db, "--json", "XRANGE", "big", "-", "+"]),
+                ("xs --jsonl XRANGE", XS + ["--db", db, "--jsonl", "XRANGE", "big", "-", "+"]),
+                ("xs raw XRANGE", XS + ["--db", db, "--raw", "XRANGE", "big", "-", "+"]),
+                ("xs export", XS + ["--db", db, "export", "big"])]
+        redis = None
+        if shutil.which("redis-server") and shutil.which("redis-cli"):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            redis = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "yes",
+                                      "--appendfsync", "always", "--dir", d], stdout=subprocess.DEVNULL)
+            for _ in range(100):
+                if subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True).stdout == b"PONG\n":
+                    break
+                time.sleep(0.05)
+            subprocess.run(["redis-cli", "-p", str(port)], input=lines, stdout=subprocess.DEVNULL, check=True)
+            rows.append(("redis-cli --json XRANGE",
+                         ["redis-cli", "-p", str(port), "--json", "XRANGE", "big", "-", "+"]))
+        print("%d entries" % a.entries)
+        print("%-24s %10s %9s %12s %10s" % ("command", "first byte", "total", "bytes", "max RSS"))
+        for name, argv in rows:
+            first, total, n, rss = measure(argv)
+            print("%-24s %9.2fs %8.2fs %12s %8.0f MB" % (name, first, total, format(n, ","), rss))
+        if redis is not None:
+            redis.terminate()
+            redis.wait()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
