@@ -17,6 +17,7 @@ neither click nor rich, so the one-shot path may use it.
 """
 import difflib
 import re
+import sys
 
 REDIS_DOCS_URL = "https://redis.io/docs/latest/commands/%s/"
 
@@ -416,8 +417,24 @@ def command_help(name):
     return "\n".join(L) + "\n"
 
 
-def overview():
-    """Every command, listed by family, with a one-line summary."""
+def terminal_width(stream=None):
+    """The width to lay help out in: the terminal's, when ``stream``
+    (default stdout) is one, else 80 (pipes, files, generated pages)."""
+    import shutil
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return max(shutil.get_terminal_size((80, 24)).columns, 40)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return 80
+
+
+def overview(width=None):
+    """Every command, listed by family, with a one-line summary cut to
+    ``width`` columns (the terminal's, so that a summary is not cut short
+    on a wide one; None: 80)."""
+    room = None if width is None else max(width - 25, 30)
     L = ["xs: Redis Streams in a file. Commands by family (Redis names are case-insensitive",
          "and take Redis's own arguments):"]
     COMMANDS, SUBCOMMANDS = _table()
@@ -427,7 +444,7 @@ def overview():
             entries = [n] if n.encode() in COMMANDS else \
                 ["%s %s" % (n, s.decode()) for s in SUBCOMMANDS[n.encode()]]
             for e in entries:
-                L.append("  %-22s %s" % (e, _first_sentence(DOCS.get(e, ("",))[0])))
+                L.append("  %-22s %s" % (e, _first_sentence(DOCS.get(e, ("",))[0], room or 54)))
     try:
         pc = porcelain()
     except Exception:           # noqa: BLE001  (the Redis part is still worth showing)
@@ -435,7 +452,7 @@ def overview():
     if pc:
         L += ["", "Porcelain commands (xs COMMAND --help for options):"]
         for n in sorted(pc):
-            L.append("  %-22s %s" % (n, pc[n].get_short_help_str(limit=56)))
+            L.append("  %-22s %s" % (n, pc[n].get_short_help_str(limit=room or 56)))
     L += ["", "xs help COMMAND shows a command's grammar, summary, complexity and examples;",
           "man xs (and man xs-streams, xs-groups, xs-keyspace) the manual."]
     return "\n".join(L) + "\n"
@@ -470,9 +487,9 @@ def suggest(name):
 
 # ================================================================ helpers
 
-def _first_sentence(text):
+def _first_sentence(text, room=54):
     s = re.split(r"[.;:] ", text)[0].rstrip(".") if text else ""
-    return s if len(s) <= 54 else s[:51].rsplit(" ", 1)[0] + " ..."
+    return s if len(s) <= room else s[:room - 3].rsplit(" ", 1)[0] + " ..."
 
 
 def _wrap(text, first, rest=None, width=78):

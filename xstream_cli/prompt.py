@@ -12,8 +12,12 @@ When prompt_toolkit cannot start (TERM=dumb, not installed, no usable
 terminal) the prompt falls back to a plain input() loop with readline.
 
 Both: ``help`` / ``help XADD`` (xstream_cli.help), ``quit`` / ``exit``,
-Ctrl-D exits, Ctrl-C cancels the line being typed and keeps the prompt;
-Ctrl-C during a blocked read or a long output returns to the prompt.
+``clear``, the porcelain commands (``tail -f s``, ``ls``, ``info``, ``trim
+...``: run as ``xs --db STORE ...`` would run them), a "did you mean" or
+usage line after an error as on the command line, and a pasted block
+run line by line.  Ctrl-D exits, Ctrl-C cancels the line being typed and
+keeps the prompt; Ctrl-C during a blocked read, a long output or a
+porcelain command returns to the prompt.
 """
 import os
 import sys
@@ -23,7 +27,7 @@ from xstream_cli import context
 
 NAMES_TTL = 3.0            # seconds between reads of stream / group names from the store
 MAX_STREAMS = 2000         # stream names offered (and whose groups are read)
-_LOCAL = ("HELP", "QUIT", "EXIT")
+_LOCAL = ("HELP", "QUIT", "EXIT", "CLEAR")
 
 
 # ------------------------------------------------------------------ history
@@ -60,7 +64,7 @@ def prepare_history(path):
 def _help(words):
     from xstream_cli import help as h
     if not words:
-        return h.overview()
+        return h.overview(h.terminal_width())
     name = " ".join(words)
     text = h.command_help(name)
     if text is None:
@@ -70,7 +74,16 @@ def _help(words):
 
 
 def handle(s, line, out):
-    """Run one typed line.  Returns False when the prompt should end."""
+    """Run what was typed (or pasted: each line of a pasted block is a
+    command of its own).  Returns False when the prompt should end."""
+    for one in line.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not _handle_line(s, one, out):
+            return False
+    return True
+
+
+def _handle_line(s, line, out):
+    from storage.errors import RedisError
     from storage.store import StoreError
     from storage.txn import StoreFailure
     from xstream_cli.splitargs import SplitError, split_line
@@ -90,9 +103,18 @@ def handle(s, line, out):
         out.write(text.rstrip("\n").encode("utf-8", "replace") + b"\n")
         out.flush()
         return True
+    if first == b"clear" and len(argv) == 1:
+        out.write(b"\x1b[H\x1b[2J\x1b[3J")
+        out.flush()
+        return True
+    if _porcelain(first):
+        _run_porcelain(s, argv)
+        return True
     try:
         r = s.execute(argv)
         s.output(r, out, argv)
+        if isinstance(r, RedisError):
+            _hint(r, argv)
     except KeyboardInterrupt:            # a blocked read or a long output: back to the prompt
         try:
             out.write(b"\n")
@@ -103,6 +125,51 @@ def handle(s, line, out):
         out.write(("xs: %s\n" % e).encode("utf-8", "replace"))
         out.flush()
     return True
+
+
+def _hint(e, argv):
+    """After an error, what the command line says on a terminal too: the
+    closest command name, or the command's usage line."""
+    from xstream_cli.runner import _hint as hint
+    try:
+        text = hint(e.text, argv)
+    except Exception:                    # a hint never fails the prompt
+        return
+    if text:
+        sys.stderr.write(("\x1b[2m%s\x1b[0m\n" % text) if _colour() else text + "\n")
+        sys.stderr.flush()
+
+
+def _colour():
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb" and sys.stderr.isatty()
+
+
+def _porcelain(name):
+    """Whether ``name`` (bytes, lower case) is a porcelain command
+    (tail, ls, info, trim, ...): the prompt runs them as the command line
+    does."""
+    from xstream_cli.commands import is_command
+    try:
+        text = name.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    if is_command(text):
+        return False
+    from xstream_cli.porcelain import commands
+    return text in commands()[1]
+
+
+def _run_porcelain(s, argv):
+    """A porcelain command at the prompt: run as ``xs --db STORE CMD ...``
+    in a child process (it opens the store its own way, which one process
+    must not do twice), on this terminal; Ctrl-C ends it (and only it)."""
+    import subprocess
+    cmd = [sys.executable, "-m", "xstream_cli", "--db", s.db] + (["--no-sync"] if not s.durable else [])
+    try:
+        subprocess.run(cmd + [os.fsdecode(a) for a in argv])
+    except KeyboardInterrupt:            # the child had it too: back to the prompt
+        sys.stdout.write("\n")
+        sys.stdout.flush()
 
 
 # ---------------------------------------------------------------- completion
@@ -201,6 +268,14 @@ def _grammar_words(grammar):
     return positional, after, keywords
 
 
+def _porcelain_names():
+    try:
+        from xstream_cli.porcelain import commands
+        return sorted(commands()[1])
+    except Exception:                    # completion never fails the prompt
+        return []
+
+
 def complete_words(words, current, names):
     """Candidates for the word being typed: ``words`` are the complete
     words before it (strings), ``current`` its beginning.  Returns a list
@@ -217,7 +292,8 @@ def complete_words(words, current, names):
         return out
 
     if not words:
-        return match(sorted([n.decode() for n in list(COMMANDS) + list(SUBCOMMANDS)] + ["HELP", "QUIT", "EXIT"]))
+        return match(sorted([n.decode() for n in list(COMMANDS) + list(SUBCOMMANDS)] + list(_LOCAL))
+                     + _porcelain_names())
     name = words[0].upper()
     if name == "HELP":
         if len(words) == 1:

@@ -2,6 +2,7 @@
 the prompt (help, history kept across sessions, Ctrl-C, Ctrl-D, blocked
 reads), pretty output of 200,000 entries streaming, and stored terminal
 escapes shown escaped, never sent to the terminal raw."""
+import json
 import os
 import pty
 import re
@@ -438,3 +439,66 @@ def test_completion_offers_names_as_they_must_be_typed():
     assert complete_words(["XINFO"], "C", n) == ["CONSUMERS"]
     assert complete_words(["XRANGE", "events", "-", "+"], "", n) == ["COUNT"]
     assert complete_words(["help"], "XAU", n) == ["XAUTOCLAIM"]
+
+
+# -------------------------------------------- as much as the command line
+
+def test_a_pasted_block_of_three_commands_runs_as_three(tmp_path, term_env):
+    t = prompt(tmp_path / "db", term_env)
+    try:
+        t.expect(PROMPT)
+        t.send(b"\x1b[200~XADD s 1-1 a 1\nXADD s 1-2 a 2\nXLEN s\x1b[201~\r")    # a bracketed paste
+        t.expect(rb"1-1\r?\n")
+        t.expect(rb"1-2\r?\n")
+        t.expect(rb"\(integer\) 2|\b2\r?\n")
+        t.expect(PROMPT)
+        t.send(b"quit\r")
+        assert t.wait() == 0
+    finally:
+        t.close()
+    assert json.loads(subprocess.run(XS + ["--db", str(tmp_path / "db"), "--json", "XLEN", "s"],
+                                     capture_output=True, cwd=ROOT, timeout=60).stdout) == 2
+
+
+def test_porcelain_commands_a_typo_and_clear_at_the_prompt(tmp_path, term_env):
+    t = prompt(tmp_path / "db", term_env)
+    try:
+        t.expect(PROMPT)
+        t.send(b"XADD events 1-1 user alice\r")
+        t.expect(PROMPT)
+        t.send(b"ls\r")
+        t.expect(rb"STREAM\s+LENGTH")
+        t.expect(rb"events\s+1")
+        t.expect(PROMPT)
+        t.send(b"tail events\r")
+        t.expect(rb"events\s+1-1\s+.*user=alice")
+        t.expect(PROMPT)
+        t.send(b"info\r")
+        t.expect(rb"streams\s+1")
+        t.expect(PROMPT)
+        t.send(b"XADDD events * a 1\r")
+        t.expect(rb"unknown command 'XADDD'")
+        t.expect(rb"did you mean XADD\?")
+        t.expect(PROMPT)
+        t.send(b"XADD events\r")
+        t.expect(rb"wrong number of arguments")
+        t.expect(rb"XADD key \[NOMKSTREAM\]")                  # the usage line
+        t.expect(PROMPT)
+        t.send(b"clear\r")
+        t.expect(rb"\x1b\[2J|" + PROMPT)
+        t.expect(PROMPT)
+        t.send(b"quit\r")
+        assert t.wait() == 0
+    finally:
+        t.close()
+
+
+def test_help_summaries_use_the_width_of_a_wide_terminal(tmp_path, term_env):
+    t = Term(XS + ["--db", str(tmp_path / "db"), "help"], term_env, cols=160)
+    try:
+        assert t.wait() == 0
+        text = t.text().decode()
+    finally:
+        t.close()
+    cut = [line for line in text.replace("\r", "").splitlines() if line.endswith("...")]
+    assert cut and all(len(line) > 120 for line in cut), cut       # only what a 160-column line cannot hold

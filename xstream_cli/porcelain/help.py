@@ -13,7 +13,7 @@ def help_(command):
     """Show the commands by family, or the help of COMMAND (XADD, 'XGROUP CREATE', tail)."""
     from xstream_cli import help
     if not command:
-        text = help.overview()
+        text = help.overview(help.terminal_width())
     else:
         name = " ".join(command)
         text = help.command_help(name)
