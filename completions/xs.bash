@@ -62,7 +62,7 @@ _xs_pspec() {
         restore) echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-' ;;
         save) echo 'f|--db --help --no-sync --quiet --stream -q|--stream:k --db:-' ;;
         serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-' ;;
-        tail) echo 'k|--consumer --db --follow --group --help --json --lines --no-ack --no-sync --start -f -n|-n:- --lines:- --group:g --consumer:- --start:- --db:-' ;;
+        tail) echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-' ;;
         trim) echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-' ;;
         worker) echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --db --dead-letter --group --help --json --max-deliveries --no-sync --once --quiet --retry-delay --start --timeout -c -g -q|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:- --db:-' ;;
     esac

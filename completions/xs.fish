@@ -114,7 +114,7 @@ function __xs_pspec
         case serve
             echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-'
         case tail
-            echo 'k|--consumer --db --follow --group --help --json --lines --no-ack --no-sync --start -f -n|-n:- --lines:- --group:g --consumer:- --start:- --db:-'
+            echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-'
         case trim
             echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-'
         case worker

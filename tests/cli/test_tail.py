@@ -324,3 +324,48 @@ def test_tail_group_creates_a_missing_group_at_dollar_or_start(db):
 def test_tail_start_goes_with_group(db):
     p = tail(db, "--start", "0", "s")
     assert p.returncode == 2 and b"--start goes with --group" in p.stderr
+
+
+# -------------------------------------------- --since, --from, --count
+
+def test_tail_from_prints_every_entry_from_an_id_merged_across_streams(db):
+    fill(db, ["XADD a 1-1 x 1", "XADD b 2-1 y 2", "XADD a 3-1 x 3", "XADD b 4-1 y 4"])
+    assert tail(db, "--from", "2", "a", "b").stdout == b"b 2-1 y=2\na 3-1 x=3\nb 4-1 y=4\n"
+    assert tail(db, "--from", "(2-1", "a", "b").stdout == b"a 3-1 x=3\nb 4-1 y=4\n"
+    assert tail(db, "--from", "0", "-c", "3", "a", "b").stdout == b"a 1-1 x=1\nb 2-1 y=2\na 3-1 x=3\n"
+
+
+def test_tail_from_reads_a_long_history_in_pages_in_order(db):
+    fill(db, ["XADD s %d-%d n %d" % (1 + i // 2, i % 2, i) for i in range(2500)]
+         + ["XADD t %d-5 m %d" % (1 + i, i) for i in range(1300)])
+    lines = tail(db, "--from", "0", "s", "t").stdout.splitlines()
+    assert len(lines) == 3800
+    ids = [tuple(int(x) for x in line.split()[1].split(b"-")) for line in lines]
+    assert ids == sorted(ids)
+
+
+def test_tail_since_prints_the_entries_of_the_last_duration(db):
+    now = int(time.time() * 1000)
+    fill(db, ["XADD s %d-0 age old" % (now - 7200_000), "XADD s %d-0 age new" % (now - 60_000)])
+    assert tail(db, "--since", "1h", "s").stdout == b"s %d-0 age=new\n" % (now - 60_000)
+    assert tail(db, "--since", "3h", "s").stdout.count(b"\n") == 2
+
+
+def test_tail_follow_with_count_exits_after_n_entries(db):
+    fill(db, ["XADD s 1-0 a 1"])
+    f = follow(db, "-n", "1", "-c", "3", "s")
+    assert f.stdout.readline() == b"s 1-0 a=1\n"
+    wait_blocked(f)
+    fill(db, ["XADD s 2-0 a 2", "XADD s 3-0 a 3", "XADD s 4-0 a 4"])
+    out, err = f.communicate(timeout=TIMEOUT)
+    assert f.returncode == 0 and out == b"s 2-0 a=2\ns 3-0 a=3\n" and err == b""
+
+
+@pytest.mark.parametrize("args,text", [(["-n", "2", "--from", "0"], b"-n and --from"),
+                                        (["--since", "1h", "--from", "0"], b"--since and --from"),
+                                        (["--from", "zz"], b"bad --from ID"),
+                                        (["--since", "soon"], b"--since"),
+                                        (["--group", "g", "--consumer", "c", "-c", "1"], b"go without --group")])
+def test_tail_history_options_refuse_what_does_not_go_together(db, args, text):
+    p = tail(db, *args, "s")
+    assert p.returncode == 2 and text in p.stderr, p.stderr

@@ -1,12 +1,19 @@
 """xs tail: print the last entries of streams and follow new ones.
 
-    xs tail [-f] [-n N] [--group G --consumer C [--start ID] [--no-ack]] [--json] STREAM...
+    xs tail [-f] [-n N | --since DURATION | --from ID] [-c N]
+            [--group G --consumer C [--start ID] [--no-ack]] [--json] STREAM...
 
 Without a group: the last N entries (default 10) of EACH STREAM, merged
 oldest first in ID order (``-n 2 a b`` prints up to four lines); with
 -f, then every new entry as it is committed (the watch is armed before
 the first read, so nothing is missed between the two).  A STREAM given
 twice counts once.
+
+--since D prints every entry of the last D (IDs from ``<now - D>-0``)
+and --from ID every entry from ID on, instead of the last N (a long
+history is read and written a page at a time); -c N stops after N
+entries in all, -f or not (kcat's -o s@ and -c, nats's --since and
+--count).  They go without --group.
 
 A STREAM that does not exist is an error ("xs: no such stream: NAME" on
 stderr), like tail(1) with a missing file: the streams that exist are
@@ -217,6 +224,33 @@ def _last_entries(tx, keys, n):
     return rows, after, missing
 
 
+def _history_from(store, keys, start):
+    """The entries of ``keys`` from ``start`` ((ms, seq), inclusive) to
+    each stream's last ID when this is called, merged in ID order and
+    read a page of BATCH at a time per stream (a long history is never
+    held whole); returns (rows iterator, the streams' last IDs, the keys
+    that do not exist)."""
+    import heapq
+
+    def lasts(tx):
+        return [tx.last_generated_id(k) for k in keys]
+    ends = store.run(lasts, write=False)
+    missing = [k for k, e in zip(keys, ends) if e is None]
+
+    def pages(k, end):
+        lo = start
+        while lo <= end:
+            ents = store.run(lambda tx: tx.range(k, RangeOptions(lo, end, BATCH, False)), write=False) or ()
+            for e in ents:
+                yield _id_key((k, e)), k, e
+            if len(ents) < BATCH:
+                return
+            ms, seq = _parse_id(ents[len(ents) - 1][0])
+            lo = (ms, seq + 1) if seq < MAX_ID[1] else (ms + 1, 0)
+    merged = heapq.merge(*[pages(k, e) for k, e in zip(keys, ends) if e is not None])
+    return ((k, e) for _, k, e in merged), [e if e is not None else MIN_ID for e in ends], missing
+
+
 def _new_entries(tx, keys, after):
     rows = []
     for k, ents in tx.read_streams(ReadOptions(tuple(keys), tuple(after), BATCH)):
@@ -245,23 +279,54 @@ def _ack(tx, group, rows):
 
 # ------------------------------------------------------------------ command
 
-def _follow(store, keys, n, follow, out, line):
-    """Without a group.  Returns the exit status."""
-    rows, after, missing = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
+def _follow(store, keys, n, follow, out, line, start=None, count=None):
+    """Without a group: the last ``n`` entries of each stream, or with
+    ``start`` every entry from that ID on; then (``follow``) new ones;
+    at most ``count`` lines in all.  Returns the exit status."""
+    if start is None:
+        rows, after, missing = store.run(lambda tx: _last_entries(tx, keys, n), write=False)
+    else:
+        rows, after, missing = _history_from(store, keys, start)
     status = 1 if missing and not follow else 0
     if missing and (status or sys.stderr.isatty()):
         for k in missing:
             sys.stderr.write(("xs: no such stream: %s\n" if status else
                               "xs: no such stream (yet): %s; waiting for it\n") % _text(k))
         sys.stderr.flush()
-    if rows and not out.write(b"".join(line(k, e) for k, e in rows)):
-        context.quiet_exit(status)
-    if not follow:
+    left = [count]
+
+    def emit(rows):
+        """Write ``rows`` (at most what --count leaves); False once
+        --count is reached."""
+        rows = list(rows)
+        if left[0] is not None:
+            rows = rows[:left[0]]
+            left[0] -= len(rows)
+        if rows and not out.write(b"".join(line(k, e) for k, e in rows)):
+            raise _Closed
+        return left[0] is None or left[0] > 0
+
+    if start is None:
+        more = emit(rows)
+    else:
+        more = True
+        page = []
+        for r in rows:                       # a long history: written as it is read
+            page.append(r)
+            if len(page) >= BATCH:
+                more = emit(page)
+                page = []
+                if not more:
+                    break
+        if more and page:
+            more = emit(page)
+    if not follow or not more:
         return status
     pos = [after]
 
     def follow_(woken):
-        """Print what came after ``pos``; None when there is no more."""
+        """Print what came after ``pos``; None when there is no more
+        (0 once --count lines were printed)."""
         while True:
             rows = store.run(lambda tx: _new_entries(tx, keys, pos[0]), write=False)
             if not rows:
@@ -270,8 +335,8 @@ def _follow(store, keys, n, follow, out, line):
             for k, e in rows:
                 last[k] = _parse_id(e[0])
             pos[0] = [last.get(k, a) for k, a in zip(keys, pos[0])]
-            if not out.write(b"".join(line(k, e) for k, e in rows)):
-                raise _Closed
+            if not emit(rows):
+                return 0
     return _wait(store, keys, follow_, out)
 
 
@@ -350,15 +415,16 @@ def _ensure_groups(store, keys, group, start):
             context.fail(str(e))
 
 
-def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
-    """The loop of ``xs tail``; ``line(stream, entry) -> bytes``.
-    Returns the exit status."""
+def run_tail(store, keys, n, follow, group, consumer, line, ack=True, start=None, count=None):
+    """The loop of ``xs tail``; ``line(stream, entry) -> bytes``;
+    ``start``: print from this ID on instead of the last ``n``;
+    ``count``: stop after that many lines.  Returns the exit status."""
     from storage.errors import RedisError
     keys = list(dict.fromkeys(keys))
     out = _Out(confirm=group is not None and ack)
     try:
         if group is None:
-            return _follow(store, keys, n, follow, out, line)
+            return _follow(store, keys, n, follow, out, line, start, count)
         return _through_group(store, keys, n, follow, group, consumer, ack, out, line)
     except _Closed:
         context.quiet_exit()
@@ -377,8 +443,14 @@ def run_tail(store, keys, n, follow, group, consumer, line, ack=True):
 def register(cli):
     @cli.command("tail")
     @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries as they arrive.")
-    @click.option("-n", "--lines", "n", type=click.IntRange(min=0), default=10, show_default=True,
-                  metavar="N", help="How many of the last entries of each stream to print first.")
+    @click.option("-n", "--lines", "n", type=click.IntRange(min=0), default=None,
+                  metavar="N", help="How many of the last entries of each stream to print first (default 10).")
+    @click.option("--since", metavar="DURATION",
+                  help="Print every entry of the last DURATION (90s, 30m, 1h, 7d) instead of the last N.")
+    @click.option("--from", "from_", metavar="ID",
+                  help="Print every entry from ID on (an ID or a ms time) instead of the last N.")
+    @click.option("-c", "--count", type=click.IntRange(min=1), metavar="N",
+                  help="Stop after N entries in all (with -f too), then exit 0.")
     @click.option("--group", metavar="G",
                   help="Read through consumer group G (XREADGROUP), acking each entry its reader took.")
     @click.option("--consumer", metavar="C", help="Consumer name within the group (with --group).")
@@ -391,7 +463,7 @@ def register(cli):
                   help='One JSON object per entry, as xs export writes: {"stream", "id", "fields": [f, v, ...]}.')
     @click.argument("streams", nargs=-1, required=True)
     @click.pass_obj
-    def tail(obj, follow, n, group, consumer, start, no_ack, json_, streams):
+    def tail(obj, follow, n, since, from_, count, group, consumer, start, no_ack, json_, streams):
         """Print the last entries of STREAMs; with -f follow new ones.
 
         \b
@@ -424,6 +496,29 @@ def register(cli):
             raise click.UsageError("--no-ack goes with --group and --consumer")
         if start is not None and group is None:
             raise click.UsageError("--start goes with --group and --consumer")
+        if since is not None and from_ is not None:
+            raise click.UsageError("--since and --from: give one")
+        if (since is not None or from_ is not None) and n is not None:
+            raise click.UsageError("-n and --%s: give one (-n is the last N, --%s is every entry from a point)"
+                                   % (("since",) * 2 if since is not None else ("from",) * 2))
+        if group is not None and (since is not None or from_ is not None or count is not None):
+            raise click.UsageError("--since, --from and --count go without --group (with a group, -n "
+                                   "limits what is read, and the group says where it starts)")
+        history = None
+        if since is not None:
+            import time as _time
+
+            from xstream_cli.porcelain.ls import parse_duration
+            history = (max(0, int(_time.time() * 1000) - parse_duration("--since", since)), 0)
+        elif from_ is not None:
+            from storage.errors import RedisError
+            from storage.ids import parse_range_id
+            try:
+                history = parse_range_id(os.fsencode(from_), 0, True)
+            except RedisError:
+                raise click.UsageError("bad --from ID: %s (an ID such as 1700000000000-0, or a ms time)" % from_)
+        if n is None:
+            n = 10
         start_id = b"$"
         if start not in (None, "$"):
             from storage.errors import RedisError
@@ -448,7 +543,8 @@ def register(cli):
                 _ensure_groups(store, keys, os.fsencode(group), start_id)
             code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
-                            None if consumer is None else os.fsencode(consumer), line, not no_ack)
+                            None if consumer is None else os.fsencode(consumer), line, not no_ack,
+                            history, count)
         except KeyboardInterrupt:
             code = context.EXIT_INTERRUPTED      # Ctrl-C: 130, as the man page says
         sys.exit(code)
