@@ -151,6 +151,7 @@ def run_script(g):
     from storage.txn import StoreFailure
     from xstream_cli.execution.session import open_session
     s = open_session(g, context.resolve_mode(g.mode))
+    s.name_lines = True          # stdin is a file or a pipe: a failing line is named on stderr
     try:
         return s.run_script(0, sys.stdout.buffer)
     except BrokenPipeError:

@@ -86,3 +86,34 @@ def test_quit_stops_reading_and_keeps_the_exit_status(tmp_path):
     assert after.stdout == b"0\n"              # the line after quit never ran
     p = xs_script(tmp_path, b"XLEN s\nexit\nXADD s 0-0 f v\n", "--raw")
     assert p.returncode == 0 and p.stdout == b"0\n"
+
+
+def test_a_script_from_a_pipe_names_each_failing_line_on_stderr(tmp_path):
+    script = (b"XADD s 1-1 a 1\nXADD s 1-1 a 1\n\nXADD s * a\nXLEN s\nXADD t * a 1\nXADD t * b\nFOO\n"
+              b"2 XADD s 0-1 a b\n\"unclosed\nXADD u \"*\" q 1\n")
+    p = xs_script(tmp_path, script, "--raw")
+    assert p.returncode == 1
+    assert p.stderr.decode().splitlines() == [
+        "xs: line 2: ERR The ID specified in XADD is equal or smaller than the target stream top item",
+        "xs: line 4: ERR wrong number of arguments for 'xadd' command",
+        "xs: line 7: ERR wrong number of arguments for 'xadd' command",
+        "xs: line 8: ERR unknown command 'FOO', with args beginning with: ",
+        "xs: line 9: ERR The ID specified in XADD is equal or smaller than the target stream top item",
+        "xs: line 9: ERR The ID specified in XADD is equal or smaller than the target stream top item",
+        "xs: line 10: Invalid argument(s)"]
+    assert b"xs: line" not in p.stdout                       # stdout stays redis-cli's
+
+
+def test_errors_inside_a_run_of_plain_xadds_are_named_by_their_own_lines(tmp_path):
+    db = tmp_path / "db--raw"
+    xs_script(tmp_path, b"XADD s 18446744073709551615-18446744073709551615 a 1\n", "--raw")
+    p = xs_script(tmp_path, b"XADD t * a 1\nXADD s * a 1\n\nXADD t * b 2\nXADD s * c 3\n", "--raw")
+    assert db.exists()
+    assert p.stderr.decode().splitlines() == [
+        "xs: line 2: ERR The stream has exhausted the last possible ID, unable to add more items",
+        "xs: line 5: ERR The stream has exhausted the last possible ID, unable to add more items"]
+
+
+def test_a_one_line_script_keeps_its_error_on_stdout_only(tmp_path):
+    p = xs_script(tmp_path, b"XADD s * a\n", "--raw")
+    assert p.returncode == 1 and p.stderr == b""

@@ -55,6 +55,8 @@ class Session:
             self.render = RENDERERS[mode]
         self.by_command = mode == "jsonl"     # its renderer takes the command too
         self.failed = False
+        self.name_lines = False      # script mode from a file or pipe: errors named by line on stderr
+        self.lines_done = 0          # script lines before the block being run
         self.quit = False            # a script's "quit" / "exit" line was met
         self._repeat = None          # (line index, argv, times left) of a repeated line cut by a block
 
@@ -321,7 +323,10 @@ class Session:
     def _too_long(self, n, limit, out):
         """Answer a script line of ``n`` bytes that was longer than ``limit``."""
         self.failed = True
-        out.write(self.render(errors.line_too_long(n, limit)))
+        e = errors.line_too_long(n, limit)
+        self.lines_done += 1
+        self._name_lines([(-1, e.text)], True)
+        out.write(self.render(e))
         out.flush()
 
     def run_lines(self, lines, out, plain=0):
@@ -344,13 +349,30 @@ class Session:
             if b.replies:
                 out.write(b"".join(b.replies))
                 out.flush()
+            if b.errors:
+                self._name_lines(b.errors, n > 1)
             if b.blocked is not None:
                 r = self.block(*b.blocked)
                 if isinstance(r, RedisError):
                     self.failed = True
+                    self._name_lines([(start - 1, r.text)], n > 1)
                 out.write(self.render(r, [b.blocked[0].name.upper().encode()]) if self.by_command
                           else self.render(r))
                 out.flush()
+        self.lines_done += n
+
+    def _name_lines(self, errs, many):
+        """``xs: line 187: ERR ...`` on stderr for each (line index in the
+        block being run, error text), when the script comes from a file or
+        a pipe of more than one line (stdout stays redis-cli's)."""
+        if not self.name_lines or not (many or self.lines_done):
+            return
+        import sys
+        try:
+            sys.stderr.write("".join("xs: line %d: %s\n" % (self.lines_done + i + 1, t) for i, t in errs))
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
 
 class _Script:
@@ -368,6 +390,9 @@ class _Script:
         self.batch = Batch(tx, read_only)
         self.fast_ids = None if read_only else _FAST_IDS.get(session.mode)
         self.vals = []               # reply values, in order (_Text: a message, not a reply)
+        self.at = {}                 # reply index -> index of its line (a run of XADDs: its first line's)
+        self.lines = None            # the block's lines (to number the XADDs of a run)
+        self.errors = []             # (line index, error text), once stopped
         self.replies = []            # the rendered replies, once stopped
         self.failed = False
         self.next = 0                # the next line to run
@@ -386,39 +411,65 @@ class _Script:
         failed = False
         for k, v in enumerate(self.vals):
             t = type(v)
-            if t is _Text:
+            if t is _Text or t is _Error:
                 app(v)
+                if v.error:
+                    self.errors.append((self.at.get(k, 0), v.decode().strip()))
             elif t is Added:
                 if self.fast_ids is not None and all(type(x) is bytes for x in v):
                     app(self.fast_ids(v))
                     continue
-                for x in v:
-                    failed = failed or isinstance(x, RedisError)
+                bad = []
+                for j, x in enumerate(v):
+                    if isinstance(x, RedisError):
+                        failed = True
+                        bad.append((j, x.text))
                     app(render(x))
-            elif argvs is not None:
-                failed = failed or isinstance(v, RedisError)
-                app(render(v, argvs.get(k)))
+                if bad:
+                    self._run_errors(self.at.get(k, 0), bad)
             else:
-                failed = failed or isinstance(v, RedisError)
-                app(render(v))
+                if isinstance(v, RedisError):
+                    failed = True
+                    self.errors.append((self.at.get(k, 0), v.text))
+                app(render(v, argvs.get(k)) if argvs is not None else render(v))
         self.vals = []
+        self.at = {}
         if argvs:
             argvs.clear()
         self.failed |= failed
 
-    def _added(self, run):
-        """Hand a run of plain XADDs to the driver (one reply slot)."""
+    def _added(self, run, first=None):
+        """Hand a run of plain XADDs to the driver (one reply slot);
+        ``first``: the index of its first line."""
         if run:
+            self.at[len(self.vals)] = self.run_start if first is None else first
             self.vals.append(None)
             self.batch.add_many(self.vals, len(self.vals) - 1, run)
         return []
+
+    def _run_errors(self, first, bad):
+        """Errors of the XADDs ``bad`` [(position in the run, text)] of a
+        run that began at line ``first``: the n-th XADD of a run is its
+        n-th line that is not blank."""
+        want = dict(bad)
+        j = 0
+        for i in range(first, len(self.lines)):
+            if not self.lines[i].strip():
+                continue
+            if j in want:
+                self.errors.append((i, want.pop(j)))
+                if not want:
+                    return
+            j += 1
 
     def run(self, lines, start, repeat=None):
         """Run lines from ``start`` (first the rest of a repeated line cut
         by a block, ``repeat``) until the end or a line that blocks.
         Returns self: replies, next, blocked, repeat_left, failed, quit."""
         vals = self.vals
+        self.lines = lines
         run = []                     # a run of plain "XADD key * f v ..." lines
+        self.run_start = start
         i = start
         n = len(lines)
         if repeat is not None and repeat[0] == start:
@@ -440,7 +491,7 @@ class _Script:
                     continue
                 i -= 1
                 break
-            run = self._added(run)
+            run = self._added(run, start)
         while i < n:
             line = lines[i]
             i += 1
@@ -451,7 +502,8 @@ class _Script:
                     argv = split_line(line)
                 except SplitError:
                     run = self._added(run)
-                    vals.append(_Text(self.message("Invalid argument(s)")))
+                    self.at[len(vals)] = i - 1
+                    vals.append(_Error(self.message("Invalid argument(s)")))
                     self.failed = True
                     continue
             if not argv:
@@ -465,7 +517,8 @@ class _Script:
                 if times is not None:                # "3 XADD s * f v": a repeat count
                     run = self._added(run)
                     if times <= 0:
-                        vals.append(_Text(self.message("Invalid redis-cli repeat command option value.")))
+                        self.at[len(vals)] = i - 1
+                        vals.append(_Error(self.message("Invalid redis-cli repeat command option value.")))
                         continue
                     stopped = self._repeated(argv[1:], times, i)
                     if stopped is not None:
@@ -474,10 +527,12 @@ class _Script:
             na = len(argv)
             if self.fast_ids is not None and na >= 5 and na & 1 and argv[2] == b"*" \
                     and argv[0].upper() == b"XADD":
+                if not run:
+                    self.run_start = i - 1
                 run.append((argv[1], argv[3:]))
                 continue
             run = self._added(run)
-            blocked = self._one(argv)
+            blocked = self._one(argv, i - 1)
             if blocked is not None:
                 return self._stop(i, blocked)
         self._added(run)
@@ -488,15 +543,17 @@ class _Script:
         rest is run after it, from line ``nxt``).  None if all ran."""
         while times:
             times -= 1
-            blocked = self._one(list(argv))
+            blocked = self._one(list(argv), nxt - 1)
             if blocked is not None:
                 return self._stop(nxt, blocked, (nxt, argv, times) if times else None)
         return None
 
-    def _one(self, argv):
-        """Run one command; returns (cmd, args, Wait) if it must block."""
+    def _one(self, argv, at=0):
+        """Run one command (of line index ``at``); returns (cmd, args,
+        Wait) if it must block."""
         vals = self.vals
         k = len(vals)
+        self.at[k] = at
         vals.append(None)
         if self.argvs is not None:
             self.argvs[k] = argv
@@ -520,6 +577,13 @@ class _Script:
 class _Text(bytes):
     """A message of redis-cli's that is not a reply (already rendered)."""
     __slots__ = ()
+    error = False
+
+
+class _Error(_Text):
+    """Such a message that reports a bad line ("Invalid argument(s)")."""
+    __slots__ = ()
+    error = True
 
 
 def _plainness(buf):
