@@ -42,8 +42,21 @@ def stored_format(db):
 
 
 def replies(db, lines):
+    """The JSON replies, with {"b64": ...} turned back into the surrogate
+    escapes xs --json wrote when the expected replies were recorded."""
     p = run_xs(db, lines)
-    return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines()]
+    return [_as_recorded(json.loads(l)) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines()]
+
+
+def _as_recorded(v):
+    import base64
+    if isinstance(v, dict) and set(v) == {"b64"}:
+        return base64.b64decode(v["b64"]).decode("utf-8", "surrogateescape")
+    if isinstance(v, list):
+        return [_as_recorded(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _as_recorded(x) for k, x in v.items()}
+    return v
 
 
 def same(cmd, got, want):
