@@ -111,7 +111,7 @@ _xs() {
         fi
         [[ $prev == -r || $prev == -i ]] && return
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W '--db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r' -- "$cur")); return
+            COMPREPLY=($(compgen -W '--db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x' -- "$cur")); return
         fi
         local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}

@@ -192,7 +192,7 @@ function __xs_args
         end
         contains -- "$prev" -r -i; and return
         if string match -q -- '-*' "$cur"
-            printf '%s\n' --db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r
+            printf '%s\n' --db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x
             return
         end
         set -l names CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM

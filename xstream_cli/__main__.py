@@ -22,9 +22,14 @@ def main(argv=None):
     if parsed is not None:
         g, rest = parsed
         from xstream_cli.commands import is_command
+        if g.stdin_arg:
+            if not rest or not is_command(rest[0]):
+                context.fail("-x reads the last argument of a Redis command from stdin "
+                             "(cat payload.json | xs -x XADD events '*' payload)", context.EXIT_USAGE)
+            rest = rest + [sys.stdin.buffer.read()]
         if rest and is_command(rest[0]):
             from xstream_cli.runner import run_one
-            return run_one(g, [os.fsencode(a) for a in rest])
+            return run_one(g, [a if isinstance(a, bytes) else os.fsencode(a) for a in rest])
         if g.repeat is not None or g.interval:
             context.fail("-r and -i repeat one Redis command (xs -r 3 -i 0.5 XLEN s)", context.EXIT_USAGE)
         if rest and not rest[0].startswith("-") and not _porcelain(rest[0]):

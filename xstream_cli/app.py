@@ -57,10 +57,12 @@ def _mode_options(f):
 
 @click.group(cls=XsGroup, invoke_without_command=True,
              context_settings=ROOT_SETTINGS,
-             epilog="\b\nRepeating a Redis command, as redis-cli:\n"
+             epilog="\b\nAs redis-cli, before a Redis command:\n"
                     "  -r N     run it N times (-1: until Ctrl-C)\n"
                     "  -i SEC   wait SEC seconds between runs (e.g. 0.5)\n"
-                    "  xs -r 5 -i 1 XLEN events")
+                    "  -x       read its last argument from stdin (any size, any bytes)\n"
+                    "  xs -r 5 -i 1 XLEN events\n"
+                    "  xs -x XADD events '*' payload < payload.json")
 @click.option("--db", metavar="PATH", help=context.DB_HELP)
 @_mode_options
 @click.option("--no-sync", is_flag=True, help=context.NO_SYNC_HELP)

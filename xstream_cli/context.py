@@ -38,7 +38,7 @@ class UsageError(Exception):
 
 class Globals:
     """The global options of one invocation."""
-    __slots__ = ("db", "mode", "durable", "repeat", "interval")
+    __slots__ = ("db", "mode", "durable", "repeat", "interval", "stdin_arg")
 
     def __init__(self, db=None, mode=None, durable=True):
         self.db = db              # store path given (None: XS_DB or the default)
@@ -46,6 +46,7 @@ class Globals:
         self.durable = durable    # fsync on commit
         self.repeat = None        # -r N: run the command N times (negative: forever)
         self.interval = 0.0       # -i SEC: wait this long between repetitions
+        self.stdin_arg = False    # -x: the command's last argument is stdin, as in redis-cli
 
     def __repr__(self):
         return "Globals(db=%r, mode=%r, durable=%r)" % (self.db, self.mode, self.durable)
@@ -109,6 +110,9 @@ def parse_globals(args):
             i += 1
         elif a == "--no-sync":
             g.durable = False
+            i += 1
+        elif a == "-x":
+            g.stdin_arg = True
             i += 1
         elif a == "-r" or a == "-i":
             if i + 1 >= n:
