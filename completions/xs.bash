@@ -59,6 +59,7 @@ _xs_pspec() {
         import) echo 'f|--batch --db --format --from --help --id-field --no-sync --quiet --replace --skip-existing --stream -q|--stream:k --format:=xs,jsonl,kv --id-field:- --from:- --batch:- --db:-' ;;
         info) echo '-|--db --help --json --no-sync|--db:-' ;;
         ls) echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-' ;;
+        redrive) echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-' ;;
         restore) echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-' ;;
         save) echo 'f|--db --help --no-sync --quiet --stream -q|--stream:k --db:-' ;;
         serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-' ;;
@@ -84,7 +85,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -115,7 +116,7 @@ _xs() {
         fi
         local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
-        COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls restore save serve tail trim worker" -- "$cur"))
+        COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls redrive restore save serve tail trim worker" -- "$cur"))
         return
     fi
     local ps; ps=$(_xs_pspec "$cmd")

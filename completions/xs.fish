@@ -107,6 +107,8 @@ function __xs_pspec
             echo '-|--db --help --json --no-sync|--db:-'
         case ls
             echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-'
+        case redrive
+            echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-'
         case restore
             echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-'
         case save
@@ -145,7 +147,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls restore save serve tail trim worker
+            printf '%s\n' CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -197,7 +199,7 @@ function __xs_args
         end
         set -l names CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
-        printf '%s\n' $names archive compact completion export help import info ls restore save serve tail trim worker
+        printf '%s\n' $names archive compact completion export help import info ls redrive restore save serve tail trim worker
         return
     end
     set -l ps (__xs_pspec $cmd)

@@ -158,6 +158,62 @@ def dead_letter(tx, stream, group, consumer, dl_stream, items):
     return ids
 
 
+ORIGIN_NAMES = (b"xs-stream", b"xs-id", b"xs-group", b"xs-consumer", b"xs-deliveries", b"xs-exit", b"xs-stderr")
+
+
+def dead_letter_origin(fields):
+    """(origin stream, original ID, the entry's own fields) of a dead
+    letter's ``fields``, or None when they are not a dead letter's (the
+    seven origin pairs first, in their order)."""
+    n = len(ORIGIN_NAMES)
+    if fields is None or len(fields) < 2 * n or tuple(fields[0:2 * n:2]) != ORIGIN_NAMES:
+        return None
+    return fields[1], fields[3], list(fields[2 * n:])
+
+
+class Redriven:
+    """One dead letter put back: ``dead`` (its ID in the dead-letter
+    stream), ``stream`` and ``original`` (where it came from), ``new``
+    (its ID there now; None in a dry run)."""
+    __slots__ = ("dead", "stream", "original", "new")
+
+    def __init__(self, dead, stream, original, new):
+        self.dead, self.stream, self.original, self.new = dead, stream, original, new
+
+
+def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False):
+    """Put the dead letters of ``dl_stream`` with IDs above ``after``
+    back on their origin streams: each is added there again (its own
+    fields, a new ID, so its groups deliver it as a new entry) and
+    deleted from ``dl_stream`` in this one write transaction, so a dead
+    letter is redriven once, whatever stops the run.  ``only``: origin
+    streams to take (others stay); at most ``count`` looked at.  Returns
+    (the Redriven, the ID of the last dead letter looked at or None,
+    the IDs of entries that are not dead letters, left as they are)."""
+    from storage.options import KEEPREF, RangeOptions
+    ents = tx.range(dl_stream, RangeOptions(after, (2 ** 64 - 1, 2 ** 64 - 1), count, False)) or ()
+    done, foreign, last = [], [], None
+    for e in ents:
+        last = e[0]
+        origin = dead_letter_origin(e[1])
+        if origin is None:
+            foreign.append(e[0])
+            continue
+        stream, original, fields = origin
+        if only is not None and stream not in only:
+            continue
+        if not fields:                   # an entry deleted while pending has nothing to put back
+            foreign.append(e[0])
+            continue
+        new = None
+        if not dry:
+            ms, seq = tx.add(stream, fields, AddOptions())
+            new = b"%d-%d" % (ms, seq)
+            tx.delete_entries(dl_stream, IdsOptions((parse_key(e[0]),), 1, KEEPREF))
+        done.append(Redriven(e[0], stream, original, new))
+    return done, (None if last is None else parse_key(last)), foreign
+
+
 def claim_wait_ms(tx, stream, group, claim_idle):
     """Ms until the group's oldest pending entry becomes claimable
     (None: nothing pending)."""

@@ -491,3 +491,67 @@ def test_the_readme_worker_example_runs(tmp_path):
     expected = [l[4:] for l in shown.splitlines()]
     got = out.decode().splitlines()
     assert [re.sub(r"\d+-\d+", "ID", l) for l in got[-len(expected):]] == expected
+
+
+# ------------------------------------------------------------ xs redrive
+
+def redrive(db, *args):
+    return subprocess.run(XS + ["--db", str(db), "redrive"] + list(args), capture_output=True, timeout=TIMEOUT,
+                          cwd=ROOT)
+
+
+def test_redrive_puts_dead_letters_back_once_and_the_group_runs_them_again(db, tmp_path):
+    fill(db, ["XADD s 1-1 n 1", "XADD s 1-2 n 2", "XADD dead 0-1 not a-dead-letter"])
+    log = tmp_path / "log"
+    args = ("s", "-g", "g", "-c", "c", "--once", "--max-deliveries", "1", "--dead-letter", "dead")
+    assert run_worker(db, *args, env={"LOG": str(log), "RC": "3"}).returncode == 1
+    assert xs_json(db, "XLEN dead") == 3
+    p = redrive(db, "dead", "--dry-run")
+    assert p.stdout == b"s: would redrive 2\ntotal: would redrive 2 dead letters from dead; " \
+                       b"1 entry that is not a dead letter left there\n"
+    assert xs_json(db, "XLEN dead") == 3
+    p = redrive(db, "dead", "--json")
+    doc = json.loads(p.stdout)
+    assert doc["redriven"] == 2 and [e["original"] for e in doc["entries"]] == ["1-1", "1-2"]
+    assert xs_json(db, "XLEN dead") == 1                                 # only the foreign entry is left
+    again = [e[1] for e in xs_json(db, "XRANGE s (1-2 +")]
+    assert again == [["n", "1"], ["n", "2"]]                             # the entries' own fields, new IDs
+    assert redrive(db, "dead").stdout.startswith(b"total: redrove 0 dead letters")   # a second run: nothing
+    p = run_worker(db, *args, env={"LOG": str(log), "RC": "0"})
+    assert p.returncode == 0
+    assert len(log.read_text().splitlines()) == 4                        # 2 failed runs, then 2 good ones
+
+
+def test_redrive_takes_only_the_origin_streams_asked_for_and_refuses_a_missing_stream(db):
+    from storage.ops.worker import ORIGIN_NAMES
+    letters = []
+    for origin in ("a", "b"):
+        pairs = [ORIGIN_NAMES[0], origin, ORIGIN_NAMES[1], "1-1"] + [x for n in ORIGIN_NAMES[2:] for x in (n, "x")]
+        letters.append("XADD dead * %s f %s" % (" ".join(p if isinstance(p, str) else p.decode() for p in pairs),
+                                                 origin))
+    fill(db, letters)
+    p = redrive(db, "dead", "--stream", "b")
+    assert p.stdout == b"b: redrove 1\ntotal: redrove 1 dead letter from dead\n"
+    assert xs_json(db, "XLEN a") == 0 and xs_json(db, "XRANGE b - +")[0][1] == ["f", "b"]
+    p = redrive(db, "nosuch")
+    assert p.returncode == 1 and p.stderr == b"xs: no such stream: nosuch\n"
+
+
+def test_the_docs_redrive_example_runs_and_prints_what_it_shows(tmp_path):
+    with open(os.path.join(ROOT, "docs", "workers.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text.split("<!-- redrive example -->")[1]
+    commands = [l[4:] for l in block.splitlines() if l.startswith("    xs ")]
+    shown = re.search(r"lines print\n\n((?:    .*\n)+)", text).group(1)
+    xs = " ".join(shlex.quote(a) for a in XS)
+    env = dict(os.environ, XS_DB=str(tmp_path / "db"))
+    out = b""
+    for c in commands:
+        p = subprocess.run(["bash", "-c", xs + c[2:]], capture_output=True, timeout=TIMEOUT, cwd=str(tmp_path),
+                           env=env)
+        assert p.returncode == (1 if "--dead-letter" in c else 0), (c, p.stderr)
+        if " redrive " in c:
+            out += p.stdout
+    assert out.decode() == "".join(l[4:] + "\n" for l in shown.splitlines())
+    assert xs_json(tmp_path / "db", "XPENDING jobs resizers")[0] == 0
+    assert xs_json(tmp_path / "db", "XLEN jobs:dead") == 0
