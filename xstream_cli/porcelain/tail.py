@@ -508,7 +508,7 @@ def register(cli):
         if since is not None:
             import time as _time
 
-            from xstream_cli.porcelain.ls import parse_duration
+            from xstream_cli.porcelain.durations import parse_duration
             history = (max(0, int(_time.time() * 1000) - parse_duration("--since", since)), 0)
         elif from_ is not None:
             from storage.errors import RedisError
