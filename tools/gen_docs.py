@@ -397,6 +397,8 @@ def generate():
     files["completions/xs.bash"] = complete.bash_script(model)
     files["completions/_xs"] = complete.zsh_script(model)
     files["completions/xs.fish"] = complete.fish_script(model)
+    from xstream_cli import recipes
+    files["docs/recipes.md"] = recipes.markdown()
     return files
 
 

@@ -454,6 +454,7 @@ def overview(width=None):
         for n in sorted(pc):
             L.append("  %-22s %s" % (n, pc[n].get_short_help_str(limit=room or 56)))
     L += ["", "xs help COMMAND shows a command's grammar, summary, complexity and examples;",
+          "xs help recipes everyday tasks, each in a few commands;",
           "man xs (and man xs-streams, xs-groups, xs-keyspace) the manual."]
     return "\n".join(L) + "\n"
 

@@ -10,10 +10,13 @@ import click
 @click.command(name="help", context_settings={"ignore_unknown_options": True})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def help_(command):
-    """Show the commands by family, or the help of COMMAND (XADD, 'XGROUP CREATE', tail)."""
+    """Show the commands by family, the help of COMMAND (XADD, 'XGROUP CREATE', tail), or recipes."""
     from xstream_cli import help
     if not command:
         text = help.overview(help.terminal_width())
+    elif len(command) == 1 and command[0].lower() == "recipes":
+        from xstream_cli import recipes
+        text = recipes.text()
     else:
         name = " ".join(command)
         text = help.command_help(name)
