@@ -3,10 +3,10 @@ kcat-style.  ``xs help recipes`` prints them; tools/gen_docs.py writes
 them to docs/recipes.md; tests/cli/test_recipes.py runs every block as a
 shell script (``needs``: what else it needs: "spark", "redis-py").
 
-A block is run by bash with ``set -e`` in an empty directory, with
-XS_DB set to a store there that holds a stream ``events`` (a user's
-store); a command that runs until stopped ends with ``&`` (the test
-stops it when the block is done).
+A block is run by bash with ``set -e`` in an empty directory, with the
+default store (the environment's) set to a store there that holds a
+stream ``events`` (a user's store); a command that runs until stopped
+ends with ``&`` (the test stops it when the block is done).
 """
 
 RECIPES = [
@@ -53,12 +53,13 @@ RECIPES = [
       "echo 'user=erin action=\"log in\"' | xs import --stream events --format kv -q -",
       "xs export events | xs --db copy.xs import -q -"], ()),
     ("Point redis-cli, redis-py or Node at xs serve",
-     "A private Unix socket in the store's directory; any Redis client speaks to it.",
-     ["xs serve &",
+     "A private Unix socket in the store's directory (only you can reach it); any Redis client speaks to it "
+     "(node-redis: createClient({ socket: { path: 'events.xs/serve.sock' } })).",
+     ["xs --db events.xs serve &",
       "sleep 1",
-      "redis-cli -s \"$XS_DB/serve.sock\" XADD events '*' user frank",
-      "python3 -c \"import os, redis; r = redis.Redis(unix_socket_path=os.environ['XS_DB'] + '/serve.sock'); "
-      "print(r.xlen('events'))\""], ("redis-py",)),
+      "redis-cli -s events.xs/serve.sock XADD events '*' user frank",
+      "python3 -c \"import redis; print(redis.Redis(unix_socket_path='events.xs/serve.sock').xlen('events'))\""],
+     ("redis-py",)),
     ("JSON for scripts",
      "--json prints one document per reply, --jsonl one line per entry in the shape of xs export "
      "(bytes that are not UTF-8 as {\"b64\": ...}); both stream a long range.",
