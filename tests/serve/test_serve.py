@@ -966,3 +966,55 @@ def test_the_docs_redis_py_example_runs_against_xs_serve_and_redis_alike(tmp_pat
             s.stop(signal.SIGKILL)
         else:
             c.config_set("requirepass", "")
+
+
+# ------------------------------------------------------------ COMMAND DOCS
+
+def _docs_of(reply):
+    """redis-py's RESP2 COMMAND DOCS (flat lists) -> dicts."""
+    if isinstance(reply, list) and len(reply) % 2 == 0 and all(isinstance(k, bytes) for k in reply[0::2]):
+        return {k.decode(): _docs_of(v) for k, v in zip(reply[0::2], reply[1::2])}
+    if isinstance(reply, list):
+        return [_docs_of(x) for x in reply]
+    return reply.decode() if isinstance(reply, bytes) else reply
+
+
+def test_command_docs_gives_summary_since_and_the_argument_tree_as_redis_shapes_it(served):
+    c = served.client()
+    docs = _docs_of(c.execute_command("COMMAND DOCS", "xadd", "xread", "xgroup"))     # no redis-py callback
+    xadd = docs["xadd"]
+    assert xadd["since"] == "5.0.0" and xadd["group"] == "stream" and xadd["summary"].startswith("Append an entry")
+    args = xadd["arguments"]
+    assert args[0] == {"name": "key", "type": "key", "display_text": "key"}
+    assert args[1] == {"name": "nomkstream", "type": "pure-token", "token": "NOMKSTREAM", "flags": ["optional"]}
+    assert args[-2]["type"] == "oneof" and [a["token"] for a in args[-2]["arguments"] if "token" in a] == ["*"]
+    assert args[-1]["type"] == "block" and args[-1]["flags"] == ["multiple"]
+    assert [a["name"] for a in args[-1]["arguments"]] == ["field", "value"]
+    streams = [a for a in docs["xread"]["arguments"] if a.get("token") == "STREAMS"][0]
+    assert streams["name"] == "key" and streams["flags"] == ["multiple"]
+    assert set(docs["xgroup"]["subcommands"]) >= {"xgroup|create", "xgroup|setid", "xgroup|destroy"}
+    create = docs["xgroup"]["subcommands"]["xgroup|create"]["arguments"]
+    assert [a["name"] for a in create[:2]] == ["key", "group"]
+
+
+def test_redis_cli_help_and_hints_come_from_command_docs(tmp_path):
+    import shutil
+    if not shutil.which("redis-cli"):
+        pytest.skip("redis-cli is not installed")
+    from tests.cli.test_prompt_pty import Term
+    sock = str(tmp_path / "s.sock")
+    s = Served(tmp_path / "store", "--unixsocket", sock)
+    t = Term(["redis-cli", "-s", sock], cols=200)
+    try:
+        t.expect(rb"s\.sock> ")
+        t.send(b"help XADD\r")
+        t.expect(rb"XADD key \[NOMKSTREAM\] \[KEEPREF\|DELREF\|ACKED\] \[IDMPAUTO pid\|IDMP pid iid\] "
+                 rb"\[MAXLEN\|MINID \[=\|~\] threshold \[LIMIT count\]\] \*\|id field value \[field value \.\.\.\]")
+        t.expect(rb"summary: Append an entry")
+        t.expect(rb"since: 5\.0\.0")
+        t.expect(rb"s\.sock> ")
+        t.send(b"XREADGROUP ")                                       # the hint redis-cli draws after the name
+        t.expect(rb"GROUP group consumer \[COUNT count\]")
+    finally:
+        t.close()
+        s.stop(signal.SIGKILL)

@@ -120,7 +120,7 @@ def parse_add_or_trim(argv, xadd):
 
 def parse_xadd(argv):
     """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO pid | IDMP pid iid]
-    [MAXLEN | MINID [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
+    [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
     opts, fp = parse_add_or_trim(argv, True)
     return argv[1], argv[fp:], opts
 
@@ -131,7 +131,7 @@ def xadd(tx, key, fields, opts):
 
 
 def parse_xtrim(argv):
-    """XTRIM key MAXLEN | MINID [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
     return argv[1], parse_add_or_trim(argv, False)[0]
 
 

@@ -460,15 +460,14 @@ def _command(srv, c, argv):
         names = [a.decode("utf-8", "replace").lower() for a in argv[2:]] or _all_names()
         return [_cmd_info(n) for n in names]
     if sub == b"DOCS":
+        from xstream_cli.server.docs import command_docs
         names = [a.decode("utf-8", "replace").lower() for a in argv[2:]] or _all_names()
         pairs = []
         for n in names:
             if _cmd_info(n) is None:
                 continue
-            tbl = COMMANDS.get(n.upper().encode())
-            summary = tbl.grammar if tbl is not None else n.upper()
-            pairs.append((n, Map([("summary", summary), ("since", "1.0.0"), ("group", "stream" if n.startswith("x")
-                                                                                   else "generic")])))
+            key = n.upper().encode()
+            pairs.append((n, command_docs(n, COMMANDS.get(key), SUBCOMMANDS.get(key))))
         return Map(pairs)
     if sub == b"LIST" and len(argv) == 2:
         return [n.encode() for n in _all_names()]
