@@ -46,6 +46,18 @@ def new_store(path):
     return path
 
 
+def shell_path(tmp_path):
+    """A PATH on which ``xs`` is this checkout's (a small script in
+    ``tmp_path/bin``) and ``python3`` the test's interpreter, as in an
+    activated virtual environment: for examples run by a shell."""
+    import shlex
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % shlex.quote(sys.executable))
+    (shim / "xs").chmod(0o755)
+    return "%s:%s:%s" % (shim, os.path.dirname(sys.executable), os.environ.get("PATH", ""))
+
+
 @pytest.fixture
 def xs_cmd():
     return list(XS)

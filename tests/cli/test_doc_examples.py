@@ -7,16 +7,14 @@ a real machine (/srv/archive) are mapped into that directory.  xs
 archive's line needs Spark: tests/spark runs the recipes that archive."""
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT, XS
+from conftest import ROOT, XS, shell_path
 
 MAN = os.path.join(ROOT, "man", "xs.1")
 
@@ -47,13 +45,9 @@ def help_examples():
 
 @pytest.fixture
 def sandbox(tmp_path):
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % shlex.quote(sys.executable))
-    (shim / "xs").chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ, PATH="%s:%s:%s" % (shim, os.path.dirname(sys.executable), os.environ["PATH"]),
+    env = dict(os.environ, PATH=shell_path(tmp_path),
                PYTHONPATH=ROOT, XS_DB=str(work / "store"))
     lines = b"XADD events * user alice action login\nXADD jobs 1-1 file cat.png\n"
     assert subprocess.run(XS, input=lines, env=env, cwd=ROOT, capture_output=True, timeout=60).returncode == 0

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, XS, new_store, run_xs
+from conftest import ROOT, XS, new_store, run_xs, shell_path
 from xstream_cli import help as xhelp
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 
@@ -342,18 +342,13 @@ def test_bash_completes_files_for_import_and_porcelain_options(completing):
 def test_the_root_help_examples_run_as_written(tmp_path):
     """xs --help's examples of -r, -i and -x, run by a shell in a
     directory holding the files they name."""
-    import shlex
     e = dict(os.environ, XS_DB=str(tmp_path / "db"))
     text = subprocess.run(XS + ["--help"], capture_output=True, cwd=ROOT, timeout=60, env=e).stdout.decode()
     examples = [line.strip() for line in text.splitlines() if line.strip().startswith("xs -")]
     assert "xs -x XADD events '*' payload < payload.json" in examples and any("-r" in x for x in examples)
     new_store(tmp_path / "db")                  # the user's store, which the examples read and write
     (tmp_path / "payload.json").write_bytes(b'{"big": "\xff binary and\\nlines"}\n')
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % shlex.quote(sys.executable))
-    (shim / "xs").chmod(0o755)
-    e.update(PATH="%s:%s" % (shim, os.environ["PATH"]), PYTHONPATH=ROOT)
+    e.update(PATH=shell_path(tmp_path), PYTHONPATH=ROOT)
     for line in examples:
         p = subprocess.run(["/bin/sh", "-c", line], capture_output=True, cwd=str(tmp_path), env=e, timeout=60)
         assert p.returncode == 0, (line, p.stderr)

@@ -4,14 +4,13 @@ directory, with XS_DB set to a store there that already holds a stream
 ``events``; commands left running (``&``) are stopped at the end.  The
 recipes that need Spark run in tests/spark/test_recipes_spark.py."""
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, XS
+from conftest import ROOT, XS, shell_path
 from xstream_cli.recipes import RECIPES
 
 NEEDS_SPARK = [r for r in RECIPES if "spark" in r[3]]
@@ -23,14 +22,9 @@ def run_recipe(tmp_path, recipe):
         pytest.importorskip("redis")
         if not shutil.which("redis-cli"):
             pytest.skip("redis-cli is not installed")
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % shlex.quote(sys.executable))
-    (shim / "xs").chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
-    # as in an activated virtual environment: python3 is the one that has xs (and redis-py)
-    path = "%s:%s:%s" % (shim, os.path.dirname(sys.executable), os.environ["PATH"])
+    path = shell_path(tmp_path)      # python3 is the one that has xs (and redis-py)
     env = dict(os.environ, PATH=path, PYTHONPATH=ROOT, XS_DB=str(work / "store"),
                PYSPARK_PYTHON=sys.executable)
     seed = subprocess.run(XS + ["XADD", "events", "*", "user", "alice", "action", "login"], env=env, cwd=ROOT,

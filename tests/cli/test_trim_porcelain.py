@@ -5,12 +5,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT, XS, run_xs
+from conftest import ROOT, XS, run_xs, shell_path
 
 
 def xs(db, *args, env=None):
@@ -304,11 +303,7 @@ def test_the_readme_crontab_lines_run_as_shown(tmp_path):
     script(db, ["XADD events %d-0 f old" % (t - 8 * day), "XADD events %d-0 f recent" % (t - 6 * day),
                 "XADD events * f now", "XGROUP CREATE events g 0", "XGROUP CREATECONSUMER events g c",
                 "XREADGROUP GROUP g c STREAMS events >", "XACK events g %d-0" % (t - 8 * day)])
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "xs").write_text("#!/bin/sh\nexec %s -m xstream_cli \"$@\"\n" % sys.executable)
-    (shim / "xs").chmod(0o755)
-    e = dict(os.environ, PATH="%s:%s" % (shim, os.environ.get("PATH", "")), XS_DB=str(db),
+    e = dict(os.environ, PATH=shell_path(tmp_path), XS_DB=str(db),
              PYTHONPATH=ROOT)
     for cmd in commands:                 # exactly as cron would run them: sh -c LINE
         p = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, env=e, timeout=60, cwd=str(tmp_path))
