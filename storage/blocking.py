@@ -34,10 +34,16 @@ Waiting
   out of inotify instances or watches is said once per process on
   stderr (it is a system limit the user can raise).
 
-One inotify instance per process is kept open and reused by successive
-waiters (closing one costs the kernel an RCU grace period, ~10 ms, which
-would delay each answer in script mode); events of streams a waiter does
-not watch are read and ignored.
+One inotify instance per process is shared by all its waiters
+(storage.inotify.Hub): xs serve's hundreds of blocked clients need one
+instance, not one each, and a change rings only the waiters of the
+stream that changed.
+
+A group's blocked readers take turns (``wait_until``'s ``turn``, a
+storage.consumers.Queue): only the one first in line watches the
+stream; the others watch their own queue ticket, which the one before
+them touches when it leaves.  A new entry wakes one reader of each
+group, not all of them.
 
 The race rule: arm first, then check, then wait.  A change committed
 after the watch is armed always wakes the waiter, so a caller that
@@ -45,6 +51,7 @@ re-checks after arming (``wait_until`` does) never misses one.
 """
 import _thread
 import os
+import sys
 import time
 
 from storage.files import NOTIFY_DIR  # inside the store directory
@@ -57,6 +64,7 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _IN_IGNORED = 0x8000      # inotify(7): the watched file went away (storage.inotify.IN_IGNORED)
+_ONE = (1).to_bytes(8, sys.byteorder)   # what the hub writes to a waiter's eventfd (or pipe)
 _notify_names: dict = {}        # stream name -> notification file name
 
 
@@ -158,16 +166,25 @@ class Waiter:
     on timeout.  ``watch_fds``: extra file descriptors (e.g. stdout) whose
     error/hang-up ends a wait early and sets ``hangup``.  ``wake_fds``:
     descriptors (a Doorbell's) whose data ends a wait early (the data is
-    read and dropped).  Use as a context manager, or call ``close``."""
+    read and dropped).  ``files``: other files to watch, by path (a group
+    reader's queue ticket, storage.consumers).  ``add(keys)`` watches more
+    streams.  Use as a context manager, or call ``close``.
 
-    def __init__(self, store, keys, watch_fds=(), wake_fds=()):
+    The watches are the process's one inotify instance's
+    (storage.inotify.Hub): its thread rings this waiter, through a
+    descriptor of its own, only for a file it watches."""
+
+    def __init__(self, store, keys, watch_fds=(), wake_fds=(), files=()):
         import select
         self.store = store
         self.keys = list(dict.fromkeys(keys))
         self.hangup = False
-        self._ino = None           # _Inotify (None: polling)
+        self._files = list(files)
+        self._hub = None           # storage.inotify.Hub (None: polling)
+        self._bell = None          # the descriptor the hub rings (an eventfd, or a pipe's read end)
+        self._bell_w = None        # ... and its write end (a pipe's; the eventfd itself)
         self._wds = set()          # our watch descriptors
-        self._paths = []           # our notification files
+        self._lost = False         # a watched file went away: watch again
         self._before = None        # change counters (polling fallback)
         self._step = POLL_S        # the next poll interval (polling fallback)
         self._watch_fds = tuple(watch_fds)
@@ -179,11 +196,11 @@ class Waiter:
         except BaseException:
             self._release()
             raise
-        if self._ino is None:
+        if self._hub is None:
             self._before = versions(store, self.keys)
         self._poll = select.poll()
-        if self._ino is not None:
-            self._poll.register(self._ino.fd, select.POLLIN)
+        if self._hub is not None:
+            self._poll.register(self._bell, select.POLLIN)
         for fd in self._watch_fds:
             self._poll.register(fd, 0)   # POLLERR / POLLHUP are always reported
         for fd in self._wake_fds:
@@ -191,29 +208,41 @@ class Waiter:
 
     @property
     def uses_inotify(self):
-        return self._ino is not None
+        return self._hub is not None
 
     def _arm(self):
         from storage import inotify  # only a waiter needs it (not a one-shot write's notify)
         if inotify.available() is None or self.store.readonly:
             return
         try:
-            ino = self._ino = inotify.shared_instance()
+            hub = inotify.hub()
         except OSError as e:
             _out_of_inotify(e.errno)
             raise
-        if len(ino.wds) > 256:
-            ino.forget()
-        ino.events()   # old news: the caller's re-check comes after arming
-        self._watch()
+        if hasattr(os, "eventfd"):
+            self._bell = self._bell_w = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        else:                                              # pragma: no cover (Python < 3.10)
+            self._bell, self._bell_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._hub = hub
+        self._watch(self.keys)
 
-    def _watch(self):
-        """Make the streams' notification files (private, no link
-        followed) and watch them."""
+    def ring(self, mask):
+        """The hub's thread: a watched file changed (called under the
+        hub's lock, never after ``_release``)."""
+        if mask & _IN_IGNORED:
+            self._lost = True
+        try:
+            os.write(self._bell_w, _ONE)
+        except OSError:             # full: a wake-up is pending anyway
+            pass
+
+    def _watch(self, keys):
+        """Make the notification files of ``keys`` (private, no link
+        followed) and watch them, and ``files``."""
         from storage.files import UnsafeEntry, make_private_file
         d = notify_dir(self.store)
         try:
-            names = [notify_name(k) for k in self.keys]
+            names = [notify_name(k) for k in keys]
             for n in names:
                 try:
                     make_private_file(d, n, "%s/%s" % (NOTIFY_DIR, n))
@@ -222,21 +251,33 @@ class Waiter:
             base = "/proc/self/fd/%d/" % d
             if not os.path.isdir(base):
                 base = os.path.join(self.store.root, NOTIFY_DIR, "")
-            self._paths = [base + n for n in names]
             try:
-                self._wds = {self._ino.watch(p) for p in self._paths}
+                for path in [base + n for n in names] + self._files:
+                    self._wds.add(self._hub.watch(path, self))
             except OSError as e:
                 _out_of_inotify(e.errno)
                 raise
         finally:
             os.close(d)
 
+    def add(self, keys):
+        """Watch the streams ``keys`` too (armed when this returns)."""
+        new = [k for k in dict.fromkeys(keys) if k not in self.keys]
+        self.keys.extend(new)
+        if self._hub is None:
+            self._before = versions(self.store, self.keys)
+            return
+        try:
+            self._watch(new)
+        except OSError:
+            self._fallback()
+
     def wait(self, timeout_s=None):
         """Sleep until a watched stream changes or ``timeout_s`` passes
         (any length: a wait longer than poll(2) can take is made of
         several)."""
         self.store.check_readers()
-        if self._ino is None:
+        if self._hub is None:
             return self._poll_wait(timeout_s)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -251,10 +292,24 @@ class Waiter:
                     continue
                 return False
             for fd, ev in ready:
-                if fd != self._ino.fd and self._other(fd):
+                if fd != self._bell and self._other(fd):
                     return True
-            if self._relevant(self._ino.events()):
-                return True
+            self._drain()
+            return True
+
+    def _drain(self):
+        """Take the hub's rings; watch again a file that went away (a
+        spurious wake-up, re-checked by the caller)."""
+        try:
+            os.read(self._bell, 4096)
+        except OSError:
+            pass
+        if self._lost:
+            self._lost = False
+            try:
+                self._watch(self.keys)
+            except OSError:
+                self._fallback()
 
     def _other(self, fd):
         """A descriptor other than inotify's is ready: a wake-up (its data
@@ -268,28 +323,11 @@ class Waiter:
         self.hangup = True
         return True
 
-    def _relevant(self, events):
-        """Whether ``events`` concern our streams; re-arms watches whose
-        file was removed (a spurious wake-up, re-checked by the caller)."""
-        hit = False
-        lost = False
-        for wd, mask in events:
-            if wd == -1 or wd in self._wds:
-                hit = True
-                if mask & _IN_IGNORED:
-                    lost = True
-        if lost:
-            try:
-                self._watch()
-            except OSError:
-                self._fallback()
-        return hit
-
     def _fallback(self):
         """Give up inotify (e.g. out of watches): poll from now on."""
-        if self._ino is not None:
+        if self._hub is not None:
             try:
-                self._poll.unregister(self._ino.fd)
+                self._poll.unregister(self._bell)
             except (KeyError, ValueError):
                 pass
         self._release()
@@ -324,10 +362,18 @@ class Waiter:
             self._step = min(self._step * 2, POLL_MAX_S)
 
     def _release(self):
-        ino, self._ino = self._ino, None
-        if ino is not None:
-            from storage import inotify
-            inotify.release(ino)
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            for wd in self._wds:
+                hub.unwatch(wd, self)      # never rung after this
+        self._wds = set()
+        bells = {self._bell, self._bell_w} - {None}
+        self._bell = self._bell_w = None
+        for fd in bells:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def close(self):
         self._release()
@@ -398,7 +444,11 @@ class Doorbell:
                 pass
 
 
-def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None, hangup_fds=(), bell=None):
+TURN_CHECK_S = 1.0        # a reader waiting behind another process's looks anyway this often
+
+
+def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None, hangup_fds=(), bell=None,
+               turn=None):
     """The one wait loop of xs: blocked reads (XREAD / XREADGROUP ...
     BLOCK, in script mode, at the prompt and under xs serve), ``xs tail
     -f`` and ``xs worker``.  Arm the watches of ``keys``, then call
@@ -414,19 +464,42 @@ def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None
     reader of a pipe gone) raises Cancelled.  ``bell`` (a Doorbell): its
     ring wakes the wait for another attempt.
 
+    ``turn`` (a storage.consumers.Queue: the consumers of one group
+    blocked on one stream): while others are before us in line, watch
+    only our ticket, which the one before us touches when it leaves;
+    once first, watch ``keys``.  So a new entry wakes one reader of the
+    group, and the reader it serves wakes the next one as it goes.  When
+    the one just before us is another process's, look anyway every
+    TURN_CHECK_S: it may be stopped (Ctrl-Z) or have died.  (Our own
+    process's readers are alive while we are, and each leaves with the
+    same touch.)
+
     Arm, then attempt, then sleep: a change committed after the watches
     are armed always wakes the loop, so none is missed."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     fds = tuple(hangup_fds) + (() if cancel is None else (cancel.fd,))
-    with Waiter(store, keys, fds, () if bell is None else (bell.fd,)) as waiter:
+    ticket = None if turn is None else turn.path
+    with Waiter(store, keys if ticket is None else (), fds, () if bell is None else (bell.fd,),
+                () if ticket is None else (ticket,)) as waiter:
+        behind = ticket is not None          # not yet watching keys: waiting for our turn
         woken = False
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
+            look = False                     # behind another process's reader: look anyway now and then
+            if behind:
+                ahead = turn.ahead() if waiter.uses_inotify else None
+                if ahead is None:
+                    waiter.add(keys)         # our turn: arm, then attempt
+                    behind = False
+                else:
+                    look = ahead != os.getpid()
             r = attempt(woken)
             if r is not None:
                 return r
-            wake_in = next_wake() if next_wake is not None else None
+            wake_in = next_wake() if next_wake is not None and not behind else None
+            if look:
+                wake_in = TURN_CHECK_S if wake_in is None else min(wake_in, TURN_CHECK_S)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -23,7 +23,10 @@ class Queue:
     ``notify/<stream hash>.<group hash>.q/<wait start ns>.<pid>``; a new
     block takes a new ticket, so a reader just served goes to the back.
     ``first()`` tells whether no live reader has waited longer; tickets
-    of processes that died are removed when seen.  Errors make every
+    of processes that died are removed when seen; ``ahead()`` tells who
+    is just before us.  ``path`` is the ticket's path, for a waiter to
+    watch (storage.blocking.wait_until's ``turn``): a reader that leaves
+    touches the ticket of the next live one, whose turn it may now be.  Errors make every
     reader "first": fairness is best effort, progress is not.  The
     directory is opened once (no link followed) and every operation is
     relative to it; a link or another user's directory there is refused
@@ -33,6 +36,7 @@ class Queue:
         from storage.files import UnsafeEntry, make_private_file, open_private_dir
         self.fd = None             # the queue directory
         self.name = None           # our ticket
+        self.path = None           # ... its path, to watch (None: no ticket)
         try:
             d = notify_dir(store)
         except OSError:
@@ -43,6 +47,10 @@ class Queue:
             name = "%020d.%d" % (time.time_ns(), os.getpid())
             make_private_file(self.fd, name, "%s/%s" % (label, name), exclusive=True)
             self.name = name
+            base = "/proc/self/fd/%d/" % self.fd
+            if not os.path.isdir(base):
+                base = os.path.join(store.root, label, "")
+            self.path = base + name
         except UnsafeEntry as e:
             self.leave()
             raise refused(store, e)
@@ -52,40 +60,77 @@ class Queue:
             os.close(d)
 
     def first(self):
+        return self.ahead() is None
+
+    def ahead(self):
+        """None if no live reader has waited longer than us, else the pid
+        of the one just before us in line."""
         if self.name is None:
-            return True
+            return None
         try:
             names = sorted(os.listdir(self.fd))
         except OSError:
-            return True
-        for n in names:
-            if n >= self.name:
-                return True
-            pid = _ticket_pid(n)
-            if pid is None:
-                continue                # not a ticket: ignored (never removed)
-            try:
-                os.kill(pid, 0)
-                return False            # an older, live waiter
-            except ProcessLookupError:
-                try:
-                    os.unlink(n, dir_fd=self.fd)
-                except OSError:
-                    pass
-            except OSError:
-                return False
-        return True
+            return None
+        for n in reversed(names):       # the nearest first
+            if n < self.name and _alive(self.fd, n):
+                return _ticket_pid(n)   # an older, live waiter
+        return None
 
     def leave(self):
+        """Give the ticket back and touch the next live reader's ticket
+        (its waiter watches it): it may now be first in line, or have
+        another reader just before it."""
         fd, self.fd = self.fd, None
         name, self.name = self.name, None
-        if fd is not None:
+        self.path = None
+        if fd is None:
+            return
+        try:
             if name is not None:
                 try:
                     os.unlink(name, dir_fd=fd)
                 except OSError:
                     pass
+                _pass_turn(fd, name)
+        finally:
             os.close(fd)
+
+
+def _pass_turn(fd, ours):
+    """After ticket ``ours`` left the queue directory ``fd``: touch the
+    first live one after it."""
+    try:
+        names = sorted(os.listdir(fd))
+    except OSError:
+        return
+    for n in names:
+        if n <= ours or not _alive(fd, n):
+            continue
+        try:
+            os.utime(n, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        return
+
+
+def _alive(fd, n):
+    """Whether ticket ``n`` of the queue directory ``fd`` is a live
+    reader's; a dead one's is removed.  (Not a ticket: "not alive", and
+    never removed.)"""
+    pid = _ticket_pid(n)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        try:
+            os.unlink(n, dir_fd=fd)
+        except OSError:
+            pass
+        return False
+    except OSError:
+        return True                     # another user's process: alive
 
 
 def _ticket_pid(name):

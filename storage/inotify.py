@@ -1,7 +1,8 @@
-"""Linux inotify(7) through ctypes: one instance per process kept open
-and shared by successive waiters (closing an inotify descriptor costs the
-kernel an RCU grace period, ~10 ms, which would delay every blocked
-read's answer); a second waiter at the same time gets a private one.
+"""Linux inotify(7) through ctypes: one instance per process (``Hub``),
+kept open and shared by every waiter, with a thread that wakes only the
+waiters of the file that changed.  (Closing an inotify descriptor would
+cost the kernel an RCU grace period, ~10 ms, and a user has few
+instances: 128 by default, fewer than xs serve may have blocked clients.)
 
 Errors are OSErrors with the errno (EMFILE: out of instances, ENOSPC:
 out of watches); storage.blocking then polls instead, and says so.
@@ -53,10 +54,7 @@ def _load_libc():
 
 
 class Instance:
-    """An inotify instance and its watches.  One per process is kept open
-    and shared by successive waiters (``shared_instance``): closing an inotify
-    descriptor makes the kernel wait for an RCU grace period (~10 ms),
-    which would otherwise delay every blocked read's answer."""
+    """An inotify instance and its watches (the Hub's)."""
 
     def __init__(self):
         libc = available()
@@ -81,12 +79,6 @@ class Instance:
             raise OSError(e, os.strerror(e), path)
         self.wds.add(wd)
         return wd
-
-    def forget(self):
-        """Drop every watch (when many streams were watched over time)."""
-        for w in self.wds:
-            _libc.inotify_rm_watch(self.fd, w)
-        self.wds.clear()
 
     def events(self):
         """Read the pending events: [(wd, mask)] (wd -1: queue overflow)."""
@@ -119,28 +111,83 @@ class Instance:
             self.fd = None
 
 
-_shared = None            # the process's Instance (kept open)
+class Hub:
+    """The process's one inotify instance, shared by every waiter at once
+    (xs serve's blocked clients are threads of one process; a system has
+    few inotify instances, 128 a user by default).  A daemon thread reads
+    its events and rings only the waiters subscribed to the watch that
+    fired, so a change wakes the waiters of that file and no other.
+
+    ``watch(path, waiter)`` adds a watch (the same descriptor for the same
+    file) and subscribes ``waiter``; ``unwatch(wd, waiter)`` unsubscribes,
+    and removes the watch when nobody is left.  ``waiter.ring(mask)`` is
+    called under the hub's lock (so a waiter that unsubscribed is never
+    rung after): it must only set flags and write to a descriptor."""
+
+    def __init__(self):
+        self.ino = Instance()
+        self._subs = {}       # wd -> {waiter}
+        self._mutex = _thread.allocate_lock()
+        _thread.start_new_thread(self._run, ())
+
+    def watch(self, path, waiter):
+        with self._mutex:
+            wd = self.ino.watch(path)
+            self._subs.setdefault(wd, set()).add(waiter)
+            return wd
+
+    def unwatch(self, wd, waiter):
+        with self._mutex:
+            subs = self._subs.get(wd)
+            if subs is None:
+                return
+            subs.discard(waiter)
+            if not subs:
+                del self._subs[wd]
+                self.ino.wds.discard(wd)
+                _libc.inotify_rm_watch(self.ino.fd, wd)   # EINVAL if already gone: ignored
+
+    def _run(self):
+        import select
+        p = select.poll()
+        p.register(self.ino.fd, select.POLLIN)
+        while True:
+            try:
+                p.poll()
+            except InterruptedError:     # pragma: no cover (retried by Python since 3.5)
+                continue
+            with self._mutex:
+                events = self.ino.events()
+                for wd, mask in events:
+                    if wd == -1:             # the queue overflowed: anything may have changed
+                        rung = set().union(*self._subs.values()) if self._subs else ()
+                    else:
+                        rung = self._subs.get(wd, ())
+                        if mask & IN_IGNORED:    # the file went away: the watch is gone
+                            self._subs.pop(wd, None)
+                    for w in rung:
+                        w.ring(mask)
 
 
-def shared_instance():
-    """The shared inotify instance if free (then marked busy), else a
-    private one: two waiters never read one instance's events."""
-    global _shared
-    with _lock:
-        if _shared is None or _shared.fd is None:
-            _shared = Instance()
-        if not _shared.busy:
-            _shared.busy = True
-            return _shared
-    ino = Instance()
-    ino.busy = True
-    return ino
+_hub = None               # the process's Hub
 
 
-def release(ino):
-    """A waiter is done with ``ino``: the shared instance is kept for the
-    next one, a private one closed."""
-    if ino is _shared:
-        ino.busy = False
-    else:
-        ino.close()
+def _forget_hub():
+    """In a forked child: the hub's thread did not survive the fork."""
+    global _hub
+    _hub = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_hub)
+
+
+def hub():
+    """The process's Hub (made on first use).  OSError when no inotify
+    instance can be had (EMFILE: out of instances)."""
+    global _hub
+    if _hub is None:
+        with _lock:
+            if _hub is None:
+                _hub = Hub()
+    return _hub

@@ -337,7 +337,7 @@ class _NoInotify:
 def test_out_of_inotify_instances_polls_with_back_off_and_says_so_once(store, monkeypatch, capsys):
     from storage import blocking, inotify
     monkeypatch.setattr(inotify, "_libc", _NoInotify())
-    monkeypatch.setattr(inotify, "_shared", None)
+    monkeypatch.setattr(inotify, "_hub", None)
     monkeypatch.setattr(blocking, "_warned", False, raising=False)
     calls = []
     real = blocking.versions

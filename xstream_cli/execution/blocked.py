@@ -90,7 +90,11 @@ def serve(store, cmd, args, w, cancel=None):
     timeout_s = None if w.timeout_ms == 0 else w.timeout_ms / 1000.0
     queue = Queue(store, w.keys[0], w.group) if w.group is not None else None
     try:
-        return wait_until(store, w.keys, attempt, timeout_s, next_wake if w.claim is not None else None, cancel)
+        # one stream: the group's readers take turns (only the first in
+        # line watches it); several: each watches them all
+        turn = queue if queue is not None and len(w.keys) == 1 and queue.path is not None else None
+        return wait_until(store, w.keys, attempt, timeout_s, next_wake if w.claim is not None else None, cancel,
+                          turn=turn)
     finally:
         if queue is not None:
             queue.leave()

@@ -7,7 +7,7 @@ Who imports it: the server's connection and commands, and the porcelain
 
 REDIS_VERSION = "8.10.0"        # the Redis whose stream semantics xs has
 # descriptors a client may hold: its socket, and while blocked a Canceller's
-# pipe, an inotify instance of its own and its group queue's directory
+# pipe, the eventfd the inotify hub rings and its group queue's directory
 FDS_PER_CLIENT = 5
 RESERVED_FDS = 64               # the store, listening sockets, logs, notification files
 

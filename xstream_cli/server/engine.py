@@ -31,7 +31,8 @@ Blocking.  A command that must wait (XREAD / XREADGROUP ... BLOCK with
 nothing to serve, xstream_cli.execution.blocked.waits) stops its job there; the
 connection then waits in a thread of the blocking pool with the same
 code as the CLI (xstream_cli.execution.blocked.serve over storage.blocking's one
-wait loop: notification files, inotify, fair queue of a group), so it
+wait loop: notification files, the process's one inotify instance, a
+group's readers taking turns), so it
 wakes on a write by a served client and by any ``xs`` process alike,
 and never holds up the event loop or other clients.  A wait is
 cancelled (client gone, server stopping) through its Canceller: a pipe
