@@ -73,7 +73,7 @@ class TrimOptions(_Options):
         ("strategy", None),   # "maxlen" or "minid"
         ("threshold", None),  # int for MAXLEN, (ms, seq) for MINID
         ("approx", False),    # "~": whole nodes only, at most ``limit`` entries
-        ("limit", 0),         # 0: no limit
+        ("limit", 0),         # 0: no limit; None with ``approx``: 100 x stream-node-max-entries
         ("policy", KEEPREF),  # what happens to PEL references of trimmed entries
     )
 

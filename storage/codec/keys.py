@@ -114,10 +114,23 @@ def scan_start(cursor):
 META_FORMAT = b"format"
 META_NODE_LIMITS = b"node-limits"     # "max-bytes max-entries" (storage.verbs.settings); absent: Redis's defaults
 META_STORE_ID = b"store-id"           # 32 hex digits, made on first need (verbs.settings.identity)
+META_IDMP_DEFAULTS = b"idmp-defaults"  # "duration maxsize" of new streams (verbs.settings); absent: 100 100
 
 
 def encode_node_limits(max_bytes, max_entries):
     return b"%d %d" % (max_bytes, max_entries)
+
+
+def encode_pair(a, b):
+    return b"%d %d" % (a, b)
+
+
+def decode_pair(raw, defaults):
+    """Two integers stored as ``raw`` by encode_pair (None: ``defaults``)."""
+    if raw is None:
+        return defaults
+    a, b = raw.split()
+    return int(a), int(b)
 
 
 def decode_node_limits(raw, defaults):

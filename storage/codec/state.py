@@ -14,6 +14,9 @@ def _pair(v):
     return (v[0], v[1])
 
 
+IDMP_DEFAULTS = (100, 100)  # IDMP-DURATION (s), IDMP-MAXSIZE of a stream: Redis's stream-idmp-* defaults
+
+
 class StreamMeta:
     """The stream record: everything Redis keeps in ``struct stream`` but
     the entries themselves."""
@@ -36,8 +39,7 @@ class StreamMeta:
         self.last_id = (0, 0)
         self.max_deleted = (0, 0)
         self.entries_added = 0
-        self.idmp_duration = 100
-        self.idmp_maxsize = 100
+        self.idmp_duration, self.idmp_maxsize = IDMP_DEFAULTS
         self.idmp_stats = [0, 0, 0, 0]
         self.idmp_cfg = False
         self.nodes_from = None
@@ -60,8 +62,8 @@ class StreamMeta:
         m.last_id = _pair(d.get("last-id", (0, 0)))
         m.max_deleted = _pair(d.get("max-deleted", (0, 0)))
         m.entries_added = d.get("entries-added", 0)
-        m.idmp_duration = d.get("idmp-duration", 100)
-        m.idmp_maxsize = d.get("idmp-maxsize", 100)
+        m.idmp_duration = d.get("idmp-duration", IDMP_DEFAULTS[0])
+        m.idmp_maxsize = d.get("idmp-maxsize", IDMP_DEFAULTS[1])
         m.idmp_stats = list(d.get("idmp-stats", (0, 0, 0, 0)))
         m.idmp_cfg = d.get("idmp-cfg", False)
         nf = d.get("nodes-from")

@@ -24,7 +24,7 @@ _ABSENT = object()
 class StreamTable:
     """Stream records of one verb."""
 
-    __slots__ = ("_kv", "_db", "_meta", "_cache", "_raw", "_touched")
+    __slots__ = ("_kv", "_db", "_meta", "_cache", "_raw", "_touched", "_idmp")
 
     def __init__(self, kv):
         self._kv = kv
@@ -33,6 +33,7 @@ class StreamTable:
         self._cache = {}          # name -> StreamMeta, or None if absent
         self._raw = {}            # name -> stored bytes when read (None: absent)
         self._touched = set()     # names changed otherwise than in their record
+        self._idmp = None         # (IDMP-DURATION, IDMP-MAXSIZE) of new streams, once read
 
     # --------------------------------------------------------------- records
 
@@ -51,8 +52,20 @@ class StreamTable:
         """A new, empty stream ``name`` (its number drawn from a counter)."""
         self.get(name)            # remember what was stored under the name
         m = codec.StreamMeta(self.counter(codec.COUNTER_SID), name if len(name) > codec.SHORT_NAME else None)
+        m.idmp_duration, m.idmp_maxsize = self.idmp_defaults()
         self._cache[name] = m
         return m
+
+    def idmp_defaults(self):
+        """(IDMP-DURATION, IDMP-MAXSIZE) a stream made now takes: the
+        store's stream-idmp-duration and stream-idmp-maxsize
+        (storage.verbs.settings)."""
+        if self._idmp is None:
+            self._idmp = codec.decode_pair(self._kv.get(self._meta, codec.META_IDMP_DEFAULTS), codec.IDMP_DEFAULTS)
+        return self._idmp
+
+    def forget_idmp_defaults(self):
+        self._idmp = None
 
     def get_or_create(self, name):
         m = self.get(name)

@@ -6,28 +6,38 @@ keeps in the store, so that every process on it agrees
                            0: no limit but Redis's 1 GiB cap)
   stream-node-max-entries  entries per node, deleted ones counted
                            (Redis: 100; 0: no limit)
+  stream-idmp-duration     IDMP-DURATION of streams made from now on
+                           (Redis 8.6: 100 seconds, 1 to 86400)
+  stream-idmp-maxsize      IDMP-MAXSIZE of streams made from now on
+                           (Redis 8.6: 100 IIDs a producer, 1 to 10000)
 
-They decide where XADD opens a new node (storage.parts.nodes), hence what
+The node sizes decide where XADD opens a new node (storage.parts.nodes), hence what
 approximate trimming (``~``) removes.  As in Redis, a change applies to
 entries added from then on: nodes already made keep their bounds (the
 entries of a store upgraded from format 2, whose nodes are not made yet,
-get them first, under the old sizes).
+get them first, under the old sizes).  A stream takes the IDMP settings
+in force when it is made; XCFGSET changes one stream's.
 """
 from storage import codec
 from storage.parts import nodes
 
 LONG_MAX = (1 << 63) - 1
-# name -> (default, is a memory size)
+IDMP_DEFAULTS = codec.IDMP_DEFAULTS
+# name -> (default, is a memory size, (lowest, highest) or None: 0 to LLONG_MAX)
 PARAMS = {
-    "stream-node-max-bytes": (nodes.MAX_BYTES, True),
-    "stream-node-max-entries": (nodes.MAX_ENTRIES, False),
+    "stream-node-max-bytes": (nodes.MAX_BYTES, True, None),
+    "stream-node-max-entries": (nodes.MAX_ENTRIES, False, None),
+    "stream-idmp-duration": (IDMP_DEFAULTS[0], False, (1, 86400)),
+    "stream-idmp-maxsize": (IDMP_DEFAULTS[1], False, (1, 10000)),
 }
 
 
 def get(p):
     """{name: value} of every setting."""
     max_bytes, max_entries = p.log.node_limits()
-    return {"stream-node-max-bytes": max_bytes, "stream-node-max-entries": max_entries}
+    duration, maxsize = p.streams.idmp_defaults()
+    return {"stream-node-max-bytes": max_bytes, "stream-node-max-entries": max_entries,
+            "stream-idmp-duration": duration, "stream-idmp-maxsize": maxsize}
 
 
 def set_(p, values):
@@ -36,6 +46,13 @@ def set_(p, values):
     now = get(p)
     new = dict(now, **values)
     if new == now:
+        return
+    idmp = (new["stream-idmp-duration"], new["stream-idmp-maxsize"])
+    if idmp != (now["stream-idmp-duration"], now["stream-idmp-maxsize"]):
+        p.kv.put(p.kv.db(b"meta"), codec.META_IDMP_DEFAULTS, codec.encode_pair(*idmp))
+        p.streams.forget_idmp_defaults()
+    if (new["stream-node-max-bytes"], new["stream-node-max-entries"]) == \
+            (now["stream-node-max-bytes"], now["stream-node-max-entries"]):
         return
     for name, m in list(p.streams.records()):
         if m.nodes_from is not None:

@@ -77,6 +77,25 @@ def test_approximate_trimming_follows_the_configured_node_size(redis, tmp_path, 
         assert a == b, line
 
 
+@pytest.mark.parametrize("node,n,command", [
+    (1, 102, "XTRIM s MAXLEN ~ 1"),           # LIMIT 100: Redis's "XTRIM with ~ is limited"
+    (1, 102, "XTRIM s MINID ~ 102-1"),
+    (1, 102, "XADD s MAXLEN ~ 1 200-1 f v"),
+    (3, 400, "XTRIM s MAXLEN ~ 0"),           # LIMIT 300
+    (0, 10100, "XTRIM s MAXLEN ~ 0"),         # no node limit: LIMIT 10,000
+    (200, 20100, "XTRIM s MAXLEN ~ 0"),       # LIMIT 20,000
+])
+def test_the_default_limit_of_approximate_trimming_is_100_nodes(redis, tmp_path, node, n, command):
+    """``~`` without LIMIT removes at most 100 x stream-node-max-entries
+    entries (10,000 when that is 0), in XTRIM and XADD alike; xs always
+    used 10,000 (issue 26, item 1)."""
+    lines = ["CONFIG SET stream-node-max-entries %d" % node]
+    lines += ["XADD s %d-1 f v" % i for i in range(1, n + 1)]
+    lines += [command, "XLEN s"]
+    ours, theirs = both(redis, tmp_path / "db", lines)
+    assert ours[-2:] == theirs[-2:], (ours[-2:], theirs[-2:])
+
+
 def test_the_node_size_is_the_stores_and_applies_to_entries_added_after(redis, tmp_path):
     """Set in one process, used by the next; entries added before the
     change (here by a bulk ingest) keep their nodes."""

@@ -133,8 +133,9 @@ def _params():
 def parse_config_get(argv):
     """CONFIG GET parameter [parameter ...]
 
-    The store's settings whose names match: stream-node-max-bytes and
-    stream-node-max-entries (glob patterns, any case)."""
+    The store's settings whose names match: stream-node-max-bytes,
+    stream-node-max-entries, stream-idmp-duration and stream-idmp-maxsize
+    (glob patterns, any case)."""
     from storage.glob import match
     found = []                      # (name as replied, setting)
     for pat in argv[2:]:
@@ -172,9 +173,11 @@ def parse_config_set(argv):
 
     Change the store's settings, for every process using the store:
     stream-node-max-bytes (a size: 4096, 4kb; 0 for no limit) and
-    stream-node-max-entries (0 for no limit).  They decide where a stream's
+    stream-node-max-entries (0 for no limit) decide where a stream's
     next node begins, so what XTRIM ~ removes; nodes already made keep
-    their bounds, as in Redis."""
+    their bounds, as in Redis.  stream-idmp-duration (1 to 86400 seconds)
+    and stream-idmp-maxsize (1 to 10000) are the IDMP settings of streams
+    made from then on (XCFGSET changes one stream's)."""
     if len(argv) & 1:
         raise errors.syntax()
     params = _params()
@@ -196,6 +199,9 @@ def parse_config_set(argv):
             n = string2ll(v)
             if n is None:
                 raise errors.config_set_failed(name.encode(), "argument couldn't be parsed into an integer")
+        bounds = params[name][2]
+        if bounds is not None and not bounds[0] <= n <= bounds[1]:
+            raise errors.config_set_failed(name.encode(), "argument must be between %d and %d inclusive" % bounds)
         if not 0 <= n <= _LLONG_MAX:
             raise errors.config_set_failed(name.encode(), _OUT_OF_RANGE)
         values[name] = n

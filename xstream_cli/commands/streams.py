@@ -26,7 +26,6 @@ from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.output.reply import OK, Map, Status
 
 POLICIES = {b"KEEPREF": KEEPREF, b"DELREF": DELREF, b"ACKED": ACKED}
-DEFAULT_APPROX_LIMIT = 100 * 100   # 100 x stream-node-max-entries
 
 
 # ================================================================ XADD, XTRIM
@@ -103,8 +102,9 @@ def parse_add_or_trim(argv, xadd):
         raise errors.xtrim_without_strategy()
     if limit is not None and not approx:
         raise errors.limit_without_approx()
-    if limit is None:
-        limit = DEFAULT_APPROX_LIMIT if approx else 0
+    if limit is None and not approx:
+        limit = 0
+    # ~ without LIMIT: None, the store's default (storage.verbs.trim.approx_limit)
     policy = policy or KEEPREF
     trim = TrimOptions(strategy, threshold, approx, limit, policy) if strategy else None
     if not xadd:
