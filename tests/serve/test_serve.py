@@ -530,6 +530,70 @@ def test_blocked_xread_wakes_on_another_served_client_and_others_go_on(served):
     assert res == [[[b"s", [(b"9-1", {b"a": b"1"})]]]] * 5
 
 
+def _unblock_scenario(port, mode, command=b"XREAD BLOCK 0 STREAMS s $"):
+    """A client blocks in ``command``; another sends CLIENT UNBLOCK with
+    ``mode`` (a list of extra arguments). (UNBLOCK's reply, the blocked
+    client's reply, a second UNBLOCK's reply)."""
+    blocked = socket.create_connection(("127.0.0.1", port), timeout=10)
+    other = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        blocked.sendall(b"CLIENT ID\r\n")
+        cid = _read_lines(blocked, 1).split(b"\r\n")[0][1:]
+        blocked.sendall(command + b"\r\n")
+        deadline = time.monotonic() + 10
+        while True:                                   # until it is blocked
+            other.sendall(b"INFO clients\r\n")
+            info = _recv_bulk(other)
+            if b"blocked_clients:1" in info:
+                break
+            assert time.monotonic() < deadline, info
+            time.sleep(0.02)
+        other.sendall(b" ".join([b"CLIENT", b"UNBLOCK", cid] + mode) + b"\r\n")
+        first = _read_lines(other, 1).split(b"\r\n")[0]
+        if first != b":1":
+            return first, None, None
+        got = _read_lines(blocked, 1).split(b"\r\n")[0]
+        other.sendall(b"CLIENT UNBLOCK " + cid + b"\r\n")
+        return first, got, _read_lines(other, 1).split(b"\r\n")[0]
+    finally:
+        blocked.close()
+        other.close()
+
+
+def _recv_bulk(c):
+    data = b""
+    while not data.endswith(b"\r\n") or data.count(b"\r\n") < 2:
+        chunk = c.recv(65536)
+        assert chunk
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("mode", [[], [b"TIMEOUT"], [b"error"], [b"ERROR"], [b"NOW"]])
+def test_client_unblock_ends_a_blocked_read_as_redis_does(served, redis, mode):
+    """CLIENT UNBLOCK id [TIMEOUT | ERROR]: a blocked XREAD answers null
+    or -UNBLOCKED at once (before, it waited out its timeout), UNBLOCK
+    answers 1, then 0 (issue 26, item 5)."""
+    for command in (b"XREAD BLOCK 0 STREAMS s $", b"XREADGROUP GROUP g c BLOCK 0 STREAMS s >"):
+        served.client().execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        redis.call("DEL", "s")
+        redis.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+        ours = _unblock_scenario(served.port, mode, command)
+        theirs = _unblock_scenario(redis.port, mode, command)
+        assert ours == theirs, (command, ours, theirs)
+        served.client().delete("s")
+
+
+def test_client_unblock_of_a_client_not_blocked_or_unknown_answers_0_and_checks_its_arguments(served, redis):
+    for port in (served.port, redis.port):
+        assert raw(port, b"CLIENT UNBLOCK 999999\r\nCLIENT UNBLOCK abc\r\nCLIENT UNBLOCK 1 2 3\r\n"
+                         b"CLIENT UNBLOCK\r\nCLIENT UNBLOCK 1 later\r\n") == \
+            (b":0\r\n-ERR value is not an integer or out of range\r\n"
+             b"-ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.\r\n"
+             b"-ERR wrong number of arguments for 'client|unblock' command\r\n"
+             b"-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n"), port
+
+
 def test_a_client_gone_while_blocked_frees_its_wait(served):
     c = socket.create_connection(("127.0.0.1", served.port))
     c.sendall(b"XREAD BLOCK 0 STREAMS s $\r\n")

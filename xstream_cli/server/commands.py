@@ -14,6 +14,7 @@ import time
 from storage import errors
 from storage.errors import NOPASS, WRONGPASS, RedisError
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS
+from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import OK, Map, Status
 from xstream_cli.server.config import REDIS_VERSION
 from xstream_cli.server.engine import Item, item_for, log
@@ -269,12 +270,27 @@ def _client(srv, c, argv):
         for t in targets:
             srv.kill(t)
         return len(targets)
+    if sub == b"UNBLOCK" and n == 2:
+        return errors.wrong_arity("client|unblock")
+    if sub == b"UNBLOCK" and n > 4:
+        return errors.subcommand_syntax(argv[1], "CLIENT")
+    if sub == b"UNBLOCK":
+        cid = string2ll(argv[2])
+        if cid is None:
+            return errors.not_integer()
+        how = b"TIMEOUT" if n == 3 else argv[3].upper()
+        if how not in (b"TIMEOUT", b"ERROR"):
+            return _err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        target = srv.clients.get(cid)
+        call = None if target is None else target.call
+        return 1 if call is not None and call.unblock(how.decode().lower()) else 0
     if sub in (b"NO-EVICT", b"NO-TOUCH") and n == 3:
         return OK
     if sub == b"HELP":
         return [Status(x) for x in ("CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                                     "ID", "INFO", "LIST [ID id ...]", "KILL <ip:port> | KILL <option> <value> ...",
-                                    "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "HELP")]
+                                    "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>",
+                                    "UNBLOCK <clientid> [TIMEOUT|ERROR]", "HELP")]
     return errors.unknown_subcommand(argv[1], "CLIENT")
 
 

@@ -208,6 +208,8 @@ class Engine:
         try:
             return call.block(cmd, args, w)
         except Cancelled:
+            if call.unblocked == "error":
+                return RedisError("UNBLOCKED client unblocked via CLIENT UNBLOCK")
             return None
         except RedisError as e:
             return e
@@ -283,6 +285,7 @@ class _BlockCall:
         self.store = engine.store
         self.canceller = Canceller()
         self.keys = ()
+        self.unblocked = None         # CLIENT UNBLOCK's "timeout" or "error"
 
     def block(self, cmd, args, w):
         from xstream_cli.execution import blocked
@@ -295,3 +298,12 @@ class _BlockCall:
     def cancel(self):
         """End the wait (at once, or before it starts)."""
         self.canceller.cancel()
+
+    def unblock(self, how):
+        """CLIENT UNBLOCK: end the wait as if it timed out (null) or with
+        the UNBLOCKED error.  False if it had already ended or been ended."""
+        if self.unblocked is not None or self.canceller.is_set():
+            return False
+        self.unblocked = how
+        self.cancel()
+        return True
