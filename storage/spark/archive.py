@@ -67,7 +67,15 @@ an ID below the cut go):
 Manifest writes are atomic (a temporary file of a random name made
 exclusively, fsync, rename, fsync of DIR), so the manifest is always the
 old one or the new one.  What xs writes in DIR is private (directories
-0700, files 0600), as the store is.
+0700, files 0600), as the store is, unless a run is given another mode
+(``mode``, ``xs archive --mode``; ``mode_problem`` says which are
+allowed): then each directory the run makes (DIR itself, when missing,
+and the stream=/date= directories) gets ``mode`` and each file it makes
+or puts in place (Parquet files, the manifest, which every write makes
+anew, and the lock and the log when it makes them) ``mode`` without
+the execute bits, exactly, whatever the umask.  What earlier runs made
+keeps its mode; missing parents of DIR are made as ``mkdir -p`` makes
+them; the staging area, which a run removes when it ends, stays 0700.
 
 Killed at any point, no entry is lost and a re-run converges without
 duplicate rows:
@@ -138,6 +146,7 @@ KILL_ENV = "XS_ARCHIVE_KILL_AT"
 KILL_POINTS = ("planned", "staged", "verified", "pending", "recovering", "moving", "moved", "committed", "trimmed")
 ROWS_PER_PARTITION = 250000      # entries per Spark read partition (at most 64 per stream)
 MANIFEST_MAX = 64 << 20          # a manifest larger than this is not one of ours
+DEFAULT_MODE = 0o700             # what a run makes in DIR: directories this, files this without x (0600)
 SHARED_HINT = ("pass --shared-dir to archive there anyway (links are still never followed, and only a manifest "
                "of your own is obeyed)")
 
@@ -179,6 +188,37 @@ def partition_dir_name(stream):
     return "stream=" + "".join(out)
 
 
+def mode_problem(mode):
+    """Why ``mode`` (an int) cannot be the mode of what a run makes in
+    DIR, or None.  Directories get ``mode``, files ``mode & 0o666``.  The
+    owner must keep rwx (xs writes in and walks the directories it
+    makes), and neither group nor others may write: a DIR others can
+    write in is refused by the next run (others could plant links or a
+    manifest), and nothing in an archive is for others to change."""
+    if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o777:
+        return "only the permission bits 0 to 0777 are allowed (no setuid, setgid or sticky bit)"
+    if mode & 0o700 != 0o700:
+        return "the owner must keep rwx (7: xs writes in the directories it makes and walks them), e.g. 0750"
+    if mode & 0o022:
+        return ("group and others must not write (an archive directory others can write in is refused, since "
+                "they could plant links or a manifest in it): at most 0755, e.g. 0750")
+    return None
+
+
+def check_mode(mode):
+    """Raise ValueError when mode_problem refuses ``mode``."""
+    why = mode_problem(mode)
+    if why:
+        raise ValueError("archive mode %s: %s" % ("%#o" % mode if isinstance(mode, int) else repr(mode), why))
+
+
+def _fix_mode(fd, mode):
+    """Give the open file or directory ``fd`` exactly ``mode`` (the umask
+    may have taken bits away)."""
+    if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+        os.fchmod(fd, mode)
+
+
 def _glob_escape(name):
     """A stream name as a glob matching only itself (the data source reads
     a name with glob characters as a glob)."""
@@ -194,17 +234,32 @@ class ArchiveDir:
     be writable by nobody else (others could plant links and manifests in
     it); with ``shared`` it may, but xs's own entries in it (the lock, the
     log, the manifest, the staging directory and what is staged) must
-    still be this user's."""
+    still be this user's.  What it makes gets ``mode`` (directories) and
+    ``mode & 0o666`` (files), exactly (see mode_problem)."""
 
-    def __init__(self, path, shared=False, create=True):
+    def __init__(self, path, shared=False, create=True, mode=DEFAULT_MODE):
+        check_mode(mode)
         self.path = path
         self.shared = shared
+        self.dir_mode = mode
+        self.file_mode = mode & 0o666
         self.fd = None
+        made = False
         if create:
+            full = os.path.abspath(path)
+            parent = os.path.dirname(full)
             try:
-                os.makedirs(path, 0o700, exist_ok=True)
+                if parent != full:
+                    os.makedirs(parent, exist_ok=True)          # missing parents: as mkdir -p makes them
             except FileExistsError:
-                raise ArchiveError("%s is not a directory" % path)
+                raise ArchiveError("cannot make the archive directory %s: %s is not a directory" % (path, parent))
+            except OSError as e:
+                raise ArchiveError("cannot make the archive directory %s: %s" % (path, e.strerror or e))
+            try:
+                os.mkdir(full, mode)
+                made = True
+            except FileExistsError:
+                pass                    # a directory (or not: refused below)
             except OSError as e:
                 raise ArchiveError("cannot make the archive directory %s: %s" % (path, e.strerror or e))
         try:
@@ -223,6 +278,9 @@ class ArchiveDir:
         except OSError as e:
             raise ArchiveError("cannot open the archive directory %s: %s" % (path, e.strerror or e))
         st = os.fstat(self.fd)
+        if made and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(self.fd, mode)
+            st = os.fstat(self.fd)
         if not shared:
             why = None
             if st.st_uid != os.geteuid():
@@ -250,14 +308,41 @@ class ArchiveDir:
         raise ArchiveError("refusing %s: it %s (nothing in the archive directory is followed or used unless it is "
                            "this user's own)" % (self.label(*parts), why))
 
-    def open_file(self, name, flags, mode=0o600, dir_fd=None, parts=None):
+    def open_file(self, name, flags, dir_fd=None, parts=None):
         """Open the file ``name`` (in DIR, or in ``dir_fd``) without
         following a link; it must be this user's regular file with one
-        name.  Raises FileNotFoundError when missing and not created."""
+        name.  Raises FileNotFoundError when missing and not created.  A
+        file this call makes (``os.O_CREAT``) gets ``file_mode`` exactly;
+        one that was there keeps its mode."""
+        if not flags & os.O_CREAT or flags & os.O_EXCL:
+            fd = self._open_file(name, flags, dir_fd, parts)
+            if flags & os.O_CREAT:
+                self._made(fd)
+            return fd
+        for _ in range(8):      # made now (O_EXCL), or there already: tell which, to set the mode of ours
+            try:
+                fd = self._open_file(name, flags | os.O_EXCL, dir_fd, parts)
+            except FileExistsError:
+                try:
+                    return self._open_file(name, flags & ~os.O_CREAT, dir_fd, parts)
+                except FileNotFoundError:
+                    continue    # removed in between: make it
+            self._made(fd)
+            return fd
+        return self._open_file(name, flags, dir_fd, parts)
+
+    def _made(self, fd):
+        try:
+            _fix_mode(fd, self.file_mode)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _open_file(self, name, flags, dir_fd, parts):
         parts = parts or (name,)
         base = self.fd if dir_fd is None else dir_fd
         try:
-            fd = os.open(name, flags | _O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=base)
+            fd = os.open(name, flags | _O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, self.file_mode, dir_fd=base)
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM):
                 try:
@@ -278,17 +363,21 @@ class ArchiveDir:
             raise
         return fd
 
-    def open_dirs(self, parts, create, own=True):
+    def open_dirs(self, parts, create, own=True, mode=None):
         """The directory DIR/parts..., each component opened without
-        following a link (made 0700 if missing and ``create``) and checked
-        to be a directory (``own``: of this user's); the caller closes the
-        descriptor.  None when missing and not ``create``."""
+        following a link (made if missing and ``create``: with ``mode``,
+        exactly, or ``dir_mode``) and checked to be a directory (``own``:
+        of this user's); the caller closes the descriptor.  None when
+        missing and not ``create``."""
+        mode = self.dir_mode if mode is None else mode
         fd = os.dup(self.fd)
         try:
             for k, name in enumerate(parts):
+                made = False
                 if create:
                     try:
-                        os.mkdir(name, 0o700, dir_fd=fd)
+                        os.mkdir(name, mode, dir_fd=fd)
+                        made = True
                     except FileExistsError:
                         pass
                 try:
@@ -308,6 +397,8 @@ class ArchiveDir:
                 why = unsafe_reason(os.fstat(fd), "dir", own)
                 if why:
                     self._refuse(parts[:k + 1], why)
+                if made and unsafe_reason(os.fstat(fd), "dir") is None:
+                    _fix_mode(fd, mode)
             return fd
         except BaseException:
             os.close(fd)
@@ -650,10 +741,11 @@ class Lock:
 
 
 def _do_moves(adir, moves, step):
-    """Rename each staged file into place (a file already moved is
-    skipped); fsync the directories written to.  ``step``: the kill
-    point after the first move.  Every path is relative to DIR (checked
-    by check_manifest) and walked without following a link."""
+    """Rename each staged file into place, with the run's file mode (a
+    file already moved is skipped); fsync the directories written to.
+    ``step``: the kill point after the first move.  Every path is
+    relative to DIR (checked by check_manifest) and walked without
+    following a link."""
     synced = set()
     for src, dst in moves:
         s, d = src.split("/"), dst.split("/")
@@ -664,6 +756,11 @@ def _do_moves(adir, moves, step):
                 why = unsafe_reason(st, "file")
                 if why:
                     adir._refuse(s, why)
+                ffd = adir.open_file(s[-1], os.O_RDONLY, dir_fd=sfd, parts=tuple(s))
+                try:
+                    _fix_mode(ffd, adir.file_mode)      # a killed run's file: this run's mode
+                finally:
+                    os.close(ffd)
                 dfds = [adir.open_dirs(d[:k], create=True, own=not adir.shared) for k in (1, 2)]
                 try:
                     os.replace(s[-1], d[-1], src_dir_fd=sfd, dst_dir_fd=dfds[1])
@@ -866,7 +963,8 @@ def staged_files(adir, data):
 
 def _read_staged_ids(adir, data, rel):
     """The ``id`` column of a staged file, opened without following a
-    link; the file is made private (0600) and fsynced on the way."""
+    link; the file gets the run's file mode (private: 0600, unless
+    --mode) and is fsynced on the way."""
     import pyarrow.parquet as pq
     parts = rel.split("/")
     dfd = adir.open_dirs(list(data) + parts[:-1], create=False)
@@ -877,8 +975,7 @@ def _read_staged_ids(adir, data, rel):
     finally:
         os.close(dfd)
     with os.fdopen(fd, "rb") as f:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
+        _fix_mode(fd, adir.file_mode)       # Spark wrote it under its own umask
         os.fsync(fd)
         return pq.read_table(f, columns=["id"]).column("id").to_pylist()
 
@@ -888,9 +985,9 @@ def verify(adir, data, plans):
     check them against the plan, one file at a time (memory: one file's
     IDs): within a file IDs must strictly increase (the job sorts them),
     a stream's files must not overlap, and per stream the row count and
-    the first and last IDs must be the planned ones.  Every file is made
-    0600 and fsynced.  Returns [(relative path, stream, first, last,
-    rows)] per file."""
+    the first and last IDs must be the planned ones.  Every file gets
+    the run's file mode and is fsynced.  Returns [(relative path,
+    stream, first, last, rows)] per file."""
     top = adir.open_dirs(data, create=False)
     try:
         done = top is not None and adir.lstat("_SUCCESS", top) is not None
@@ -949,17 +1046,21 @@ class Result:
 
 
 def archive(open_store, store_path, names, cut, directory, master=None, fields_list=False, progress=None,
-            dry_run=False, shared=False, binary=False):
+            dry_run=False, shared=False, binary=False, mode=DEFAULT_MODE):
     """Archive the entries of the streams ``names`` (bytes) below ``cut``
     ((ms, seq)) into ``directory``, then trim them (see the module's
     docstring).  ``open_store()`` opens the store for writing;
     ``progress(step, done, total)`` is told what happens; ``shared``: DIR
     may belong to another user or be writable by others (ArchiveDir);
     ``binary``: values as binary (the only way to archive values that
-    are not UTF-8).  Returns a Result; raises ArchiveError."""
+    are not UTF-8); ``mode``: what the run makes in DIR gets it
+    (directories) or it without x (files), exactly (see mode_problem;
+    ValueError for a mode it refuses, before anything is touched).
+    Returns a Result; raises ArchiveError."""
+    check_mode(mode)
     say = progress or (lambda step, done=None, total=None: None)
     res = Result()
-    adir = ArchiveDir(directory, shared, create=not dry_run)
+    adir = ArchiveDir(directory, shared, create=not dry_run, mode=mode)
     try:
         if dry_run:
             return _dry_run(adir, open_store, names, cut, res)
@@ -1027,7 +1128,7 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
         if not todo:
             return res
         run = "%s-%d-%s" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime()), os.getpid(), uuid.uuid4().hex[:8])
-        os.close(adir.open_dirs([STAGING, run], create=True))
+        os.close(adir.open_dirs([STAGING, run], create=True, mode=0o700))     # private while it lives
         data = (STAGING, run, "data")
         out = os.path.join(adir.abspath, *data)
         say("starting Spark (%s)" % (master or "local[*]"))

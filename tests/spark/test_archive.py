@@ -11,6 +11,7 @@ import json
 import os
 import pty
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -79,11 +80,11 @@ def flat(fields):
     return [x for p in pairs for x in p]
 
 
-def archive(db, directory, *args, env=None, timeout=600, stderr=subprocess.PIPE):
+def archive(db, directory, *args, env=None, timeout=600, stderr=subprocess.PIPE, umask=-1):
     e = dict(os.environ)
     e.update(env or {})
     return subprocess.run(XS + ["--db", str(db), "archive"] + list(args) + ["--to", str(directory)],
-                          stdout=subprocess.PIPE, stderr=stderr, timeout=timeout, env=e, cwd=ROOT)
+                          stdout=subprocess.PIPE, stderr=stderr, timeout=timeout, env=e, cwd=ROOT, umask=umask)
 
 
 def _idn(text):
@@ -127,6 +128,33 @@ def test_archive_usage_mistakes_exit_with_one_line_and_change_nothing(tmp_path, 
     assert text in err and "Traceback" not in err
     assert not (tmp_path / "arch").exists()
     assert stream_entries(db, ["ev:a"]) == {("ev:a", "1-1"): ["a", "b"]}
+
+
+@pytest.mark.parametrize("mode,text", [
+    ("0777", "group and others must not write"),
+    ("0770", "group and others must not write"),
+    ("0500", "the owner must keep rwx"),
+    ("0077", "the owner must keep rwx"),
+    ("01750", "only the permission bits 0 to 0777"),
+    ("abc", "is not an octal mode"),
+    ("0o750", "is not an octal mode"),
+    ("u=rwx,g=rx", "is not an octal mode"),
+])
+@pytest.mark.parametrize("store", [True, False])
+def test_a_mode_that_locks_the_owner_out_or_lets_others_write_is_a_usage_error_that_makes_nothing(
+        tmp_path, mode, text, store):
+    db, arch = tmp_path / "db", tmp_path / "arch"
+    if store:
+        xs(db, "XADD ev:a 1-1 a b")
+    p = archive(db, arch, "ev:a", "--before", "5", "--mode", mode)
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "Invalid value for '--mode': %r" % mode in err and text in err and "Traceback" not in err, err
+    assert not arch.exists()
+    if store:
+        assert stream_entries(db, ["ev:a"]) == {("ev:a", "1-1"): ["a", "b"]}
+    else:
+        assert not db.exists()
 
 
 def test_archive_into_a_path_that_is_a_file_fails_cleanly(tmp_path):
@@ -250,6 +278,40 @@ def test_a_stream_made_again_with_smaller_ids_is_refused_not_trimmed(tmp_path):
     p = archive(db, arch, "ev:a", "--before", "150")
     assert p.returncode == 1 and b"was it deleted and made again" in p.stderr, p.stderr
     assert len(stream_entries(db, ["ev:a"])) == 3
+
+
+# ================================================================ the mode of what a run makes
+
+
+def modes(directory):
+    """{path relative to DIR ("." for DIR): (is a directory, permission bits)} of DIR and everything in it."""
+    out = {".": (True, stat.S_IMODE(os.lstat(directory).st_mode))}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            out[os.path.relpath(path, directory)] = (stat.S_ISDIR(st.st_mode), stat.S_IMODE(st.st_mode))
+    return out
+
+
+@pytest.mark.parametrize("umask,args,dir_mode,file_mode", [
+    (0o077, ["--mode", "0750"], 0o750, 0o640),
+    (0o022, ["--mode", "750"], 0o750, 0o640),
+    (0o022, [], 0o700, 0o600),
+], ids=["0750-umask077", "750-umask022", "default-umask022"])
+def test_what_a_run_makes_has_the_mode_given_or_stays_private_whatever_the_umask(
+        tmp_path, umask, args, dir_mode, file_mode):
+    db, arch = tmp_path / "db", tmp_path / "arch"
+    make_store(db, n=300)                                    # a day of 5-minute entries: two dates
+    p = archive(db, arch, "ev:*", "--before", str(T0 + 300 * 300_000), *args, umask=umask)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert "archived 600 entries of 2 streams" in p.stdout.decode()
+    got = modes(arch)
+    for name in (".", "stream=ev%3Aa", "stream=ev%3Ab", MANIFEST, "_xs_archive.lock", "_xs_archive.log"):
+        assert name in got, sorted(got)
+    assert len([n for n in got if n.endswith(".parquet")]) >= 4 and "_staging" not in got, sorted(got)
+    wrong = {n: (d, oct(m)) for n, (d, m) in got.items() if m != (dir_mode if d else file_mode)}
+    assert not wrong, wrong
 
 
 # ================================================================ kill safety

@@ -56,8 +56,8 @@ def make_store(db, n=20, fields="v"):
     xs_lines(db, *["XADD ev %d-0 n %d f %s" % (1000 + i, i, fields) for i in range(n)])
 
 
-def run_archive(db, directory, *args, timeout=300):
-    return subprocess.run(XS + ["--db", str(db), "archive", "ev", "--to", str(directory), "--before", "5000"]
+def run_archive(db, directory, *args, timeout=300, before="5000"):
+    return subprocess.run(XS + ["--db", str(db), "archive", "ev", "--to", str(directory), "--before", before]
                           + list(args), capture_output=True, timeout=timeout, cwd=ROOT)
 
 
@@ -258,6 +258,64 @@ def test_a_second_store_is_refused_by_another_stores_archive_which_stays_private
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
     parquet = [f for f in files if f.endswith(".parquet")]
     assert parquet and subprocess.run(AS_OTHER + ["cat", parquet[0]], capture_output=True).returncode != 0
+
+
+# ================================================================ --mode: widened on purpose
+
+AS_GROUP = ["setpriv", "--reuid=%d" % OTHER, "--regid=0", "--clear-groups"]     # another user in root's group
+
+
+def _modes(d):
+    """{path relative to d: permission bits} of d and everything in it."""
+    out = {".": stat.S_IMODE(os.lstat(d).st_mode)}
+    for r, dirs, fs in os.walk(d):
+        for name in dirs + fs:
+            out[os.path.relpath(os.path.join(r, name), d)] = stat.S_IMODE(os.lstat(os.path.join(r, name)).st_mode)
+    return out
+
+
+@needs_other_user
+def test_a_directory_made_with_mode_0750_is_readable_by_the_group_and_passes_the_checks_of_the_next_runs(top):
+    db = os.path.join(top, "store")
+    make_store(db)                                               # ev 1000-0 .. 1019-0
+    d = os.path.join(top, "arch")
+    p = run_archive(db, d, "--mode", "0750", before="1010")
+    assert p.returncode == 0 and "archived 10 entries" in p.stdout.decode(), p.stderr.decode()[-2000:]
+    first = _modes(d)
+    assert {m for n, m in first.items() if os.path.isdir(os.path.join(d, n))} == {0o750}, first
+    assert {m for n, m in first.items() if not os.path.isdir(os.path.join(d, n))} == {0o640}, first
+    parquet = sorted(n for n in first if n.endswith(".parquet"))
+    assert parquet
+    # the group reads it; others do not
+    assert subprocess.run(AS_GROUP + ["cat", os.path.join(d, parquet[0])], capture_output=True).returncode == 0
+    assert subprocess.run(AS_OTHER + ["cat", os.path.join(d, parquet[0])], capture_output=True).returncode != 0
+    # the next runs, with or without --mode, take DIR as the user's own (no --shared-dir needed)
+    p = run_archive(db, d, "--dry-run", before="1015")
+    assert p.returncode == 0 and "would archive 5" in p.stdout.decode(), p.stderr.decode()
+    p = run_archive(db, d, before="1015")                        # default: what it makes is private
+    assert p.returncode == 0 and "archived 5 entries" in p.stdout.decode(), p.stderr.decode()[-2000:]
+    second = _modes(d)
+    new = [n for n in second if n not in first]
+    assert len(new) == 1 and new[0].endswith(".parquet") and second[new[0]] == 0o600, (new, second)
+    assert second[arch.MANIFEST] == 0o600                        # every write makes the manifest anew
+    assert {n: m for n, m in second.items() if n in first and n != arch.MANIFEST} == \
+        {n: m for n, m in first.items() if n != arch.MANIFEST}  # what the first run made keeps its mode
+    p = run_archive(db, d, "--mode", "750")
+    assert p.returncode == 0 and "archived 5 entries" in p.stdout.decode(), p.stderr.decode()[-2000:]
+    third = _modes(d)
+    new = [n for n in third if n not in second]
+    assert len(new) == 1 and third[new[0]] == 0o640 and third[arch.MANIFEST] == 0o640, (new, third)
+    assert entries(db) == []
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o500, 0o1750, -1, "0750"],
+                         ids=["0777", "0770", "0500", "01750", "negative", "a-string"])
+def test_the_library_refuses_a_mode_before_it_touches_the_directory(tmp_path, mode):
+    d = tmp_path / "arch"
+    with pytest.raises(ValueError, match="archive mode"):
+        arch.archive(lambda: pytest.fail("opened the store"), str(tmp_path / "store"), [b"ev"], (5, 0), str(d),
+                     mode=mode)
+    assert not d.exists()
 
 
 # ================================================================ what may be trimmed

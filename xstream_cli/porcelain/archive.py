@@ -1,7 +1,7 @@
 """xs archive: move old entries to Parquet with Spark, then trim them.
 
     xs archive STREAM|GLOB... --to DIR (--older-than DURATION | --before ID)
-               [--master URL] [--fields-list] [--shared-dir] [--dry-run] [-q]
+               [--master URL] [--fields-list] [--shared-dir] [--mode MODE] [--dry-run] [-q]
 
 The entries with an ID below the cut (``--before ID``: exactly the
 entries with a smaller ID; ``--older-than D``: below ``<now - D>-0``)
@@ -20,10 +20,19 @@ neither: it says what a run would archive, from one read transaction.
 Output: progress on stderr when it is a terminal, then one line on
 stdout (``archived 3000 entries of 2 streams ...``); -q prints nothing
 unless something fails (one line on stderr, exit 1).  A usage mistake
-(no cut, both cuts, a bad ID or duration) exits 2 and changes nothing.
+(no cut, both cuts, a bad ID or duration, a mode --mode refuses) exits
+2 and changes nothing.
+
+What a run makes in DIR is private (directories 0700, files 0600) unless
+--mode MODE widens it on purpose, for a group that reads the archive:
+directories MODE, files MODE without x (0750: 0640), exactly, whatever
+the umask.  Only modes that leave the owner rwx and give nobody else
+write are taken (storage.spark.archive.mode_problem); what earlier runs
+made keeps its mode.
 """
 import importlib.util
 import os
+import re
 import sys
 import time
 
@@ -78,6 +87,21 @@ def _cut(older_than, before):
     return (max(0, int(time.time() * 1000) - age), 0)
 
 
+def _mode(ctx, param, value):
+    """--mode MODE: octal, as chmod takes it (750 or 0750); a mode that
+    would lock the owner out or let others write is a usage error, named
+    with the reason, before anything is touched."""
+    from storage.spark.archive import DEFAULT_MODE, mode_problem
+    if value is None:
+        return DEFAULT_MODE
+    if not re.fullmatch(r"[0-7]+", value):
+        raise click.BadParameter("%r is not an octal mode: digits 0-7, as for chmod (750 or 0750)" % value)
+    why = mode_problem(int(value, 8))
+    if why:
+        raise click.BadParameter("%r: %s" % (value, why))
+    return int(value, 8)
+
+
 def _plural(n, word):
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
 
@@ -119,7 +143,8 @@ def _summary(res, cut, to):
     return text
 
 
-def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False, binary=False):
+def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False, binary=False,
+                mode=None):
     cut = _cut(older_than, before)
     if not to:
         context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
@@ -142,7 +167,7 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     try:
         res = archive.archive(lambda: open_existing(g, write=not dry), context.db_path(g), names, cut, to,
                               master=master, fields_list=fields_list, progress=progress, dry_run=dry,
-                              shared=shared, binary=binary)
+                              shared=shared, binary=binary, **({} if mode is None else {"mode": mode}))
     except archive.ArchiveError as e:
         progress.end()
         context.fail("archive: %s" % e)
@@ -178,10 +203,15 @@ def register(cli):
     @click.option("--shared-dir", "shared", is_flag=True,
                   help="DIR may belong to another user or be writable by others (links in it are still never "
                        "followed, and only your own manifest is obeyed).")
+    @click.option("--mode", metavar="MODE", callback=_mode,
+                  help="Octal mode of what this run makes in DIR: directories MODE, files MODE without x "
+                       "(0750: 0640), whatever the umask; default 0700 (private, as the store).  The owner keeps "
+                       "rwx, group and others never get w.  What earlier runs made (DIR, directories, the lock, "
+                       "the log) keeps its mode.")
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.pass_obj
-    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, binary, shared, dry, quiet):
+    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, binary, shared, mode, dry, quiet):
         """Move old entries to Parquet with Spark, then trim them.
 
         \b
@@ -201,6 +231,6 @@ def register(cli):
         """
         try:
             run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet,
-                        shared, binary)
+                        shared, binary, mode)
         except KeyboardInterrupt:
             context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)
