@@ -59,7 +59,18 @@ def _isatty(fd):
 
 
 def entry():
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command got going (while Python imports what it
+        # needs): nothing was written.  Commands that run long say more.
+        try:
+            sys.stderr.write("\nxs: interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        code = 130
+    sys.exit(code)
 
 
 if __name__ == "__main__":

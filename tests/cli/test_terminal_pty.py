@@ -4,6 +4,7 @@ committed and how to go on -- never click's bare "Aborted!"), the worker's
 status line kept off its commands' output, and xs tail showing entries as
 XRANGE does."""
 import json
+import os
 import subprocess
 import time
 
@@ -56,10 +57,34 @@ def test_ctrl_c_in_an_import_of_an_export_says_to_rerun_with_skip_existing(tmp_p
     assert "Aborted" not in text
 
 
+_READ = {"x86_64": 0, "aarch64": 63}       # read(2)'s system call number
+
+
+def wait_reading_stdin(pid, timeout=60):
+    """Wait until process ``pid`` sleeps in read(0, ...) (a fixed sleep
+    is not enough on a loaded machine: Ctrl-C would come while it still
+    starts); where /proc cannot tell, give it 3 s."""
+    nr = _READ.get(os.uname().machine)
+    end = time.monotonic() + timeout
+    while nr is not None and time.monotonic() < end:
+        try:
+            with open("/proc/%d/syscall" % pid) as f:
+                call = f.read().split()
+        except OSError:
+            break
+        if call[:2] == [str(nr), "0x0"]:
+            return
+        time.sleep(0.02)
+    else:
+        if nr is not None:
+            raise AssertionError("never read its standard input")
+    time.sleep(3)
+
+
 def test_ctrl_c_in_a_restore_from_the_terminal_changes_nothing_and_says_so(tmp_path):
     db = new_store(tmp_path / "db")
     t = Term(XS + ["--db", str(db), "restore", "-"])
-    time.sleep(0.5)
+    wait_reading_stdin(t.p.pid)
     status, text = interrupt(t)
     assert status == 130, text
     assert "xs: restore: interrupted; the store is as it was" in text
@@ -120,3 +145,20 @@ def test_tail_shows_each_entry_exactly_as_xrange_does_after_its_stream(tmp_path)
     assert shown["xrange"] == ['1795647209626-0  2026-11-25T22:53:29.626Z  city="two words"  k=a=b  e=""  n=東京',
                                "1795647209779-0  2026-11-25T22:53:29.779Z  city=x  k=y  e=z  n=1"]
     assert shown["tail"] == ["s  " + line for line in shown["xrange"]]
+
+
+def test_ctrl_c_while_xs_starts_exits_130_without_a_traceback(tmp_path):
+    """Ctrl-C before a command got going (Python still importing) is exit
+    130 and one line, never a traceback (a loaded machine hit it)."""
+    db = new_store(tmp_path / "db")
+    p = subprocess.Popen(XS + ["--db", str(db), "restore", "-"], cwd=ROOT, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"))
+    # -X importtime's lines show the imports going on: interrupt once ours
+    # have begun (xs is running: before, Python itself may still be starting)
+    while b"xstream_cli.context" not in p.stderr.readline():
+        pass
+    p.send_signal(2)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert b"Traceback" not in err
