@@ -312,12 +312,17 @@ N_BIG = 200000
 
 @pytest.fixture(scope="module")
 def big_db(tmp_path_factory):
+    """A stream of N_BIG entries, loaded in one transaction of this
+    process (200,000 XADDs through xs took most of a minute)."""
+    from storage.store import Store
     db = tmp_path_factory.mktemp("big") / "db"
-    data = "".join("XADD big %d-0 user alice%d action login n %d\n" % (1700000000000 + i, i, i)
-                   for i in range(1, N_BIG + 1))
-    p = subprocess.run(XS + ["--db", str(db), "--no-sync"], input=data.encode(), stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, cwd=ROOT, timeout=600)
-    assert p.returncode == 0, p.stderr
+    store = Store(str(db), durable=False)
+    try:
+        records = (("entry", i, b"big", (1700000000000 + i, 0),
+                    [b"user", b"alice%d" % i, b"action", b"login", b"n", b"%d" % i]) for i in range(1, N_BIG + 1))
+        store.run(lambda tx: tx.load(records), write=True)
+    finally:
+        store.close()
     return db
 
 
