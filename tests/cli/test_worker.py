@@ -316,6 +316,64 @@ def test_a_worker_killed_mid_entry_has_it_redelivered_to_the_next_worker(db, tmp
     assert pending(db) == []
 
 
+# CMD for the window test: never twice at once (an flock its child shares,
+# or "overlap" in $LOG); records each run in $LOG; the first delivery
+# starts a child, writes "PID CHILD_PID" to $MARK and hangs, before it
+# reads stdin (the paused worker feeds nothing); the next one exits 0
+GROUP_CMD = ("import fcntl, os, subprocess, sys, time\n"
+             "lock = open(os.environ['LOCK'], 'a')\n"
+             "try:\n"
+             "    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "except BlockingIOError:\n"
+             "    open(os.environ['LOG'], 'a').write('overlap\\n')\n"
+             "    sys.exit(1)\n"
+             "open(os.environ['LOG'], 'a').write('%s %s\\n' % (os.environ['XS_ID'], os.environ['XS_DELIVERIES']))\n"
+             "if os.environ['XS_DELIVERIES'] != '1':\n"
+             "    sys.exit(0)\n"
+             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], pass_fds=[lock.fileno()])\n"
+             "open(os.environ['MARK'], 'a').write('%d %d\\n' % (os.getpid(), child.pid))\n"
+             "time.sleep(120)\n")
+
+
+def test_a_worker_killed_just_after_starting_a_command_takes_its_whole_group_with_it(db, tmp_path):
+    """The window of issue 29 item 14: a worker SIGKILLed right after
+    CMD started, before it could record it anywhere, must not leave CMD
+    (nor the child CMD started) running, or the entry's next delivery
+    runs beside it.  _XS_WORKER_TEST_PAUSE (a test-only hook) holds the
+    worker at that very point, so the kill lands there every time."""
+    (i,) = fill(db, ["XADD s * n 1"])
+    mark, log, paused = tmp_path / "mark", tmp_path / "log", tmp_path / "paused"
+    env = {"MARK": str(mark), "LOG": str(log), "LOCK": str(tmp_path / "lock")}
+    p = start_worker(db, "s", "-g", "g", "-c", "a", "--claim-idle", "300", cmd=(PY, "-c", GROUP_CMD),
+                     env=dict(env, _XS_WORKER_TEST_PAUSE=str(paused)))
+    pids = []
+    try:
+        pids = [int(x) for x in wait_for(mark)[0].split()]
+        until = time.monotonic() + TIMEOUT
+        while not paused.exists() and time.monotonic() < until:
+            time.sleep(0.01)
+        assert paused.exists()                               # the worker is held in the window
+        p.kill()                                             # SIGKILL there
+        p.wait(timeout=TIMEOUT)
+        end = time.monotonic() + 5
+        while any(alive(x) for x in pids) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert [x for x in pids if alive(x)] == [], "CMD or its child outlived the SIGKILLed worker"
+    finally:
+        for x in pids:                                       # what a failure leaves behind
+            if alive(x):
+                os.kill(x, signal.SIGKILL)
+        p.kill()
+        p.communicate(timeout=TIMEOUT)
+    assert [(r[0], r[1], r[3]) for r in pending(db)] == [(i, "a", 1)]
+    time.sleep(0.4)                                          # idle longer than --claim-idle
+    q = run_worker(db, "s", "-g", "g", "-c", "b", "--once", "--claim-idle", "300", cmd=(PY, "-c", GROUP_CMD),
+                   env=env)
+    assert q.returncode == 0, q.stderr
+    assert log.read_text().splitlines() == ["%s 1" % i, "%s 2" % i]      # not twice at once
+    assert pending(db) == []
+
+
 def test_a_second_live_worker_with_the_same_consumer_name_is_refused(db, tmp_path):
     """Two workers under one consumer name would run one entry twice at
     once: the second is refused (exit 1, naming the first's pid) and

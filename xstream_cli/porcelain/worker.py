@@ -90,7 +90,7 @@ class Job:
 
     def __init__(self, deliveries):
         self.deliveries = deliveries
-        self.proc = None
+        self.child = None                    # the started CMD (a _Child)
         self.rc = None
         self.timed_out = False
         self.exec_error = None
@@ -98,7 +98,7 @@ class Job:
         self.cancelled = False
         import threading
         self.lock = threading.Lock()
-        self.lifeline = None                 # the worker's _Lifeline (CMD's group dies with the worker)
+        self.lifeline = None                 # the worker's _Lifeline (starts CMD; its group dies with the worker)
         self.exited = False                  # CMD has exited (its stderr may still be open)
         self.drained = threading.Event()     # its stderr holds nothing CMD wrote any more
 
@@ -118,11 +118,11 @@ class Job:
     def kill(self, sig):
         """Signal CMD's process group (it runs in a session of its own)."""
         with self.lock:
-            p = self.proc
-            if p is None or p.returncode is not None:
+            c = self.child
+            if c is None or c.returncode is not None:
                 return
             try:
-                os.killpg(p.pid, sig)
+                os.killpg(c.pid, sig)
             except OSError:
                 pass
 
@@ -262,38 +262,30 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
                 return
             through = err.tty and _isatty(stdout_fd)      # the status line is on that terminal
             try:
-                p = subprocess.Popen(argv, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE if through else stdout_fd, stderr=subprocess.PIPE,
-                                     env=env, start_new_session=True)
+                c = _spawn(job.lifeline, argv, env, stdout_fd, through)
             except (OSError, ValueError, subprocess.SubprocessError) as e:
                 job.exec_error = getattr(e, "strerror", None) or str(e)
                 return
-            job.proc = p
-            if job.lifeline is not None:
-                job.lifeline.add(p.pid)
-        if p.stdout is not None:
-            ofd = os.dup(p.stdout.fileno())
-            p.stdout.close()
-            threading.Thread(target=_copy_out, args=(ofd, stdout_fd, err), daemon=True).start()
-        efd = os.dup(p.stderr.fileno())
-        p.stderr.close()
-        reader = threading.Thread(target=_drain, args=(job, efd, err), daemon=True)
+            job.child = c
+            if _TEST_PAUSE:
+                _test_pause()
+        if c.out_fd is not None:
+            threading.Thread(target=_copy_out, args=(c.out_fd, stdout_fd, err), daemon=True).start()
+        reader = threading.Thread(target=_drain, args=(job, c.err_fd, err), daemon=True)
         reader.start()
-        threading.Thread(target=_feed, args=(p.stdin, data), daemon=True).start()
+        threading.Thread(target=_feed, args=(c.stdin, data), daemon=True).start()
         try:
-            p.wait(timeout)
+            c.wait(timeout)
         except subprocess.TimeoutExpired:
             job.timed_out = True
             job.kill(signal.SIGTERM)
             try:
-                p.wait(TIMEOUT_GRACE_S)
+                c.wait(TIMEOUT_GRACE_S)
             except subprocess.TimeoutExpired:
                 job.kill(signal.SIGKILL)
-                p.wait()
-        job.rc = p.returncode
+                c.wait()
+        job.rc = c.returncode
         job.exited = True
-        if job.lifeline is not None:
-            job.lifeline.remove(p.pid)
         job.drained.wait(1.0)     # what CMD wrote is read; a child left holding stderr is not waited for
     except BaseException as e:    # never leave the main thread waiting for a job
         if job.exec_error is None and job.rc is None:
@@ -302,30 +294,204 @@ def _run_job(job, argv, env, data, timeout, stdout_fd, err, done):
         done(job)
 
 
-# A watchdog process, started once per worker in a session of its own: it
-# reads "+PGID" / "-PGID" lines while the worker runs commands; when the
-# worker is gone (EOF: it exited, or was SIGKILLed) it kills the process
-# groups of the commands still registered.
-_WATCHDOG = """
-import os, signal
-groups, buf = set(), b""
+# Tests only: _XS_WORKER_TEST_PAUSE=FILE makes the thread that started a
+# command create FILE and sleep (60 s) right after the start, before it
+# even records the command's pid: the moment in which, before the watchdog
+# started the commands itself, a SIGKILL of the worker left the command
+# running (tests/cli/test_worker.py kills the worker there).  Unset, it
+# costs one test of a constant per command.
+_TEST_PAUSE = os.environ.get("_XS_WORKER_TEST_PAUSE")
+
+
+def _test_pause():
+    with open(_TEST_PAUSE, "a"):
+        pass
+    time.sleep(60)
+
+
+class _Child:
+    """A started CMD: ``pid`` (also its process group: it leads a session
+    of its own), ``stdin`` (a file), the fds ``out_fd`` (its stdout, when
+    it is a pipe) and ``err_fd`` (its stderr), ``wait(timeout)`` (raises
+    subprocess.TimeoutExpired) and ``returncode`` (None while the worker
+    does not know it exited: until then its group may be signalled)."""
+
+    pid = 0
+    stdin = None
+    out_fd = None
+    err_fd = -1
+
+
+class _Here(_Child):
+    """CMD started by this process (no watchdog)."""
+
+    def __init__(self, argv, env, stdout_fd, through):
+        import subprocess
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE if through else stdout_fd,
+                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+        self.p, self.pid, self.stdin = p, p.pid, p.stdin
+        if p.stdout is not None:
+            self.out_fd = os.dup(p.stdout.fileno())
+            p.stdout.close()
+        self.err_fd = os.dup(p.stderr.fileno())
+        p.stderr.close()
+
+    @property
+    def returncode(self):
+        return self.p.returncode
+
+    def wait(self, timeout=None):
+        return self.p.wait(timeout)
+
+
+class _Gone(Exception):
+    """The watchdog is not there any more (it was killed)."""
+
+
+class _There(_Child):
+    """CMD started by the watchdog: it answers on a pipe of this command's
+    own, "PID\\n" (or "!why\\n": it could not be started), then "RC\\n"
+    once it reaped it (a signal sent between the two would need its pid
+    to have come round again in that time)."""
+
+    returncode = None
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+
+    def line(self, end=None):
+        """The next line, or None at EOF (the watchdog died); waits until
+        ``end`` (monotonic) at most."""
+        import select
+        import subprocess
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while b"\n" not in self.buf:
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired("CMD", 0)
+                if not poller.poll(max(1, int(left * 1000 + 0.999))):
+                    continue
+            try:
+                chunk = os.read(self.fd, 512)
+            except InterruptedError:
+                continue
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            line = self.line(None if timeout is None else time.monotonic() + timeout)
+            os.close(self.fd)
+            if line is None:                 # the watchdog was killed: CMD may still run, orphaned
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self.returncode = -signal.SIGKILL
+            else:
+                self.returncode = int(line)
+        return self.returncode
+
+
+def _spawn(lifeline, argv, env, stdout_fd, through):
+    """Start CMD: by the watchdog while there is one, else here."""
+    if lifeline is not None and lifeline.alive:
+        try:
+            return lifeline.spawn(argv, env, stdout_fd, through)
+        except _Gone:
+            pass
+    return _Here(argv, env, stdout_fd, through)
+
+
+# The watchdog, started once per worker in a session of its own, starts the
+# commands itself.  It reads requests from a socket of which only the worker
+# holds the other end: "LENGTH\n", then pickle.dumps((argv, env)), sent with
+# four fds (CMD's stdin, stdout, stderr, and a pipe for the answers: "PID\n"
+# or "!why\n", then "RC\n").  A command is in its set before the watchdog
+# reads anything more; when the socket ends (the worker exited, or was
+# SIGKILLed) it kills the process groups of the commands still running.
+_WATCHDOG = r"""# xs worker: the watchdog that starts its commands
+import os, pickle, select, signal, socket, subprocess
+sock = socket.socket(fileno=0)
+wake, bell = os.pipe()
+os.set_blocking(wake, False)
+os.set_blocking(bell, False)
+signal.set_wakeup_fd(bell)
+signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+running = {}
+buf, fds = b"", []
+
+
+def tell(fd, line):
+    try:
+        os.write(fd, line)
+    except OSError:
+        pass
+
+
+def reap():
+    for p, fd in list(running.items()):
+        if p.poll() is not None:
+            del running[p]
+            tell(fd, b"%d\n" % p.returncode)
+            os.close(fd)
+
+
+def start(argv, env, io, answer):
+    try:
+        p = subprocess.Popen(argv, stdin=io[0], stdout=io[1], stderr=io[2], env=env, start_new_session=True)
+    except Exception as e:
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        tell(answer, b"!" + why.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n")
+        os.close(answer)
+    else:
+        running[p] = answer
+        tell(answer, b"%d\n" % p.pid)
+    finally:
+        for fd in io:
+            os.close(fd)
+
+
 while True:
     try:
-        chunk = os.read(0, 4096)
+        ready = select.select([sock, wake], [], [])[0]
     except InterruptedError:
         continue
-    if not chunk:
+    if wake in ready:
+        try:
+            os.read(wake, 4096)
+        except OSError:
+            pass
+        reap()
+    if sock not in ready:
+        continue
+    data, got, _, _ = socket.recv_fds(sock, 65536, 16)
+    fds += got
+    if not data:
         break
-    buf += chunk
-    *lines, buf = buf.split(b"\\n")
-    for line in lines:
-        if line[:1] == b"+":
-            groups.add(int(line[1:]))
-        elif line[:1] == b"-":
-            groups.discard(int(line[1:]))
-for g in groups:
+    buf += data
+    while b"\n" in buf:
+        head, rest = buf.split(b"\n", 1)
+        if len(rest) < int(head):
+            break
+        msg, buf, four, fds = rest[:int(head)], rest[int(head):], fds[:4], fds[4:]
+        try:
+            argv, env = pickle.loads(msg)
+        except Exception:
+            for fd in four:
+                os.close(fd)
+            continue
+        start(argv, env, four[:3], four[3])
+reap()
+for p in running:
     try:
-        os.killpg(g, signal.SIGKILL)
+        os.killpg(p.pid, signal.SIGKILL)
     except OSError:
         pass
 """
@@ -335,53 +501,100 @@ class _Lifeline:
     """CMD runs in a session of its own (its process group is killed on
     --timeout and on stop), so it would outlive a worker killed by
     SIGKILL, and the entry, redelivered to the next worker, would run
-    twice at once.  A watchdog process holds the read end of a pipe of
-    which only this worker holds the write end: the kernel closes it
-    whatever ends the worker, and the watchdog then kills every command
-    group still registered.  (Between a command's start and its
-    registration there are a few microseconds in which a SIGKILL of the
-    worker would still leave it running.)"""
+    twice at once.  So the commands are started by a watchdog process,
+    which keeps each in its set from the moment it starts it until it
+    reaps it, and kills the groups in its set once the socket to the
+    worker ends -- the kernel closes the worker's end whatever ends the
+    worker.  A command is registered by the process that starts it, before
+    that process can learn of the worker's end: there is no moment in
+    which a SIGKILL of the worker leaves a command running (nor its
+    children: the whole group is killed).  Portable (a Unix socket and
+    SCM_RIGHTS, no prctl); if the watchdog cannot start, or is killed,
+    the worker starts the commands itself, which then outlive a SIGKILL
+    of the worker."""
 
-    def __init__(self, proc, fd):
+    def __init__(self, proc, sock):
+        import threading
         self.proc = proc
-        self.fd = fd
+        self.sock = sock
+        self.lock = threading.Lock()     # one request at a time on the socket
+        self.alive = True
 
     @classmethod
     def start(cls):
-        """The watchdog, or None where it cannot start (then commands
-        outlive a killed worker, as before)."""
+        """The watchdog, or None where it cannot start."""
+        import socket
         import subprocess
         import sys
         try:
-            r, w = os.pipe2(os.O_CLOEXEC)
+            mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG], stdin=r,
+                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG], stdin=its,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
+            except BaseException:
+                mine.close()
+                raise
             finally:
-                os.close(r)
-        except (OSError, subprocess.SubprocessError):
+                its.close()
+        except (OSError, AttributeError, subprocess.SubprocessError):
             return None
-        return cls(proc, w)
+        return cls(proc, mine)
 
-    def _say(self, line):
+    def spawn(self, argv, env, stdout_fd, through):
+        """Have the watchdog start CMD: a _There, once it answered; raises
+        _Gone if it does not (this request started nothing), or
+        subprocess.SubprocessError when CMD could not be started."""
+        import pickle
+        import socket
+        import subprocess
+        msg = pickle.dumps((argv, env), protocol=pickle.HIGHEST_PROTOCOL)
+        msg = b"%d\n" % len(msg) + msg
+        r_in, w_in = os.pipe()
+        r_err, w_err = os.pipe()
+        r_out, w_out = os.pipe() if through else (None, stdout_fd)
+        r_ans, w_ans = os.pipe()
+        theirs = [r_in, w_out, w_err, w_ans]
+        ours = [w_in, r_err, r_ans] + ([r_out] if through else [])
         try:
-            os.write(self.fd, line)      # one short write: atomic on a pipe, from any thread
+            with self.lock:
+                sock = self.sock
+                if sock is None:
+                    raise OSError("closed")
+                n = socket.send_fds(sock, [msg], theirs)
+                if n < len(msg):
+                    sock.sendall(msg[n:])
         except OSError:
-            pass
-
-    def add(self, pgid):
-        self._say(b"+%d\n" % pgid)
-
-    def remove(self, pgid):
-        self._say(b"-%d\n" % pgid)
+            self.alive = False
+            for fd in ours:
+                os.close(fd)
+            raise _Gone()
+        finally:
+            for fd in theirs:
+                if fd != stdout_fd:
+                    os.close(fd)
+        c = _There(r_ans)
+        line = c.line()
+        if line is None or line[:1] == b"!":
+            for fd in ours:
+                os.close(fd)
+            if line is None:
+                self.alive = False
+                raise _Gone()
+            raise subprocess.SubprocessError(line[1:].decode("utf-8", "replace"))
+        c.pid = int(line)
+        c.stdin = os.fdopen(w_in, "wb")
+        c.out_fd = r_out
+        c.err_fd = r_err
+        return c
 
     def close(self):
-        """The worker ends: the watchdog exits (killing what is still
-        registered: nothing, once the commands were stopped)."""
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
+        """The worker ends: the watchdog exits (killing what still runs:
+        nothing, once the commands were stopped)."""
+        sock, self.sock = self.sock, None
+        self.alive = False
+        if sock is not None:
+            sock.close()
             try:
                 self.proc.wait(5)
             except Exception:
