@@ -12,12 +12,14 @@ _xs_spec() {
     case $1 in
         'CONFIG GET') echo '||' ;;
         'CONFIG SET') echo '||' ;;
+        'COPY') echo '|DB REPLACE|DB:-' ;;
         'DEL') echo 'k*||' ;;
         'EXISTS') echo 'k*||' ;;
         'KEYS') echo '||' ;;
         'RENAME') echo 'k||' ;;
         'SCAN') echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-' ;;
         'TYPE') echo 'k||' ;;
+        'UNLINK') echo 'k*||' ;;
         'XACK') echo 'k g||' ;;
         'XACKDEL') echo 'k g|KEEPREF DELREF ACKED IDS|IDS:-:-' ;;
         'XADD') echo 'k|NOMKSTREAM KEEPREF DELREF ACKED IDMPAUTO IDMP MAXLEN MINID LIMIT|IDMPAUTO:- IDMP:-:- LIMIT:-' ;;
@@ -85,7 +87,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -114,7 +116,7 @@ _xs() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x' -- "$cur")); return
         fi
-        local names='CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
+        local names='CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
         COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls redrive restore save serve tail trim worker" -- "$cur"))
         return

@@ -18,6 +18,8 @@ function __xs_spec
             echo '||'
         case 'CONFIG SET'
             echo '||'
+        case 'COPY'
+            echo '|DB REPLACE|DB:-'
         case 'DEL'
             echo 'k*||'
         case 'EXISTS'
@@ -30,6 +32,8 @@ function __xs_spec
             echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-'
         case 'TYPE'
             echo 'k||'
+        case 'UNLINK'
+            echo 'k*||'
         case 'XACK'
             echo 'k g||'
         case 'XACKDEL'
@@ -147,7 +151,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
+            printf '%s\n' CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -197,7 +201,7 @@ function __xs_args
             printf '%s\n' --db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x
             return
         end
-        set -l names CONFIG DEL EXISTS KEYS RENAME SCAN TYPE XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
+        set -l names CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
         printf '%s\n' $names archive compact completion export help import info ls redrive restore save serve tail trim worker
         return

@@ -98,6 +98,14 @@ def no_such_key():
     return RedisError("ERR no such key")
 
 
+def same_object():
+    return RedisError("ERR source and destination objects are the same")
+
+
+def db_index_out_of_range():
+    return RedisError("ERR DB index is out of range")
+
+
 def invalid_cursor():
     return RedisError("ERR invalid cursor")
 

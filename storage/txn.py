@@ -377,6 +377,11 @@ class Txn:
         """RENAME."""
         return self._write(keyspace.rename, src, dst)
 
+    def copy(self, src: bytes, dst: bytes, replace: bool = False) -> int:
+        """COPY: 1 if ``dst`` was made a copy of ``src``, else 0."""
+        from storage.verbs.copy import copy
+        return self._write(copy, src, dst, replace)
+
     # ============================================== porcelain and loading
 
     def last_generated_id(self, name: bytes) -> "Optional[StreamID]":

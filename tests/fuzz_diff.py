@@ -477,7 +477,11 @@ class Gen:
             if self.p(0.25):
                 argv += [self.word(b"TYPE"), self.pick([b"stream", b"string", b"STREAM"])]
             return argv
-        return [self.word(b"RENAME"), self.key(), self.key()]
+        if x < 0.9:
+            return [self.word(b"RENAME"), self.key(), self.key()]
+        if x < 0.96:
+            return [self.word(b"COPY"), self.key(), self.key()] + ([self.word(b"REPLACE")] if self.p(0.4) else [])
+        return [self.word(b"UNLINK")] + [self.key() for _ in range(self.r.choice((1, 2)))]
 
     def c_junk(self):
         x = self.r.random()
@@ -722,10 +726,10 @@ def redis8_only(argv):
 
 NAMES = {"XADD", "XTRIM", "XDEL", "XDELEX", "XRANGE", "XREVRANGE", "XLEN", "XREAD", "XREADGROUP", "XACK", "XACKDEL",
          "XNACK", "XGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID", "XCFGSET", "XIDMPRECORD", "DEL",
-         "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME"}
+         "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "UNLINK"}
 SUBS = {"CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER", "HELP", "STREAM", "GROUPS", "CONSUMERS"}
 WRITES = {b"XADD", b"XTRIM", b"XDEL", b"XDELEX", b"XACKDEL", b"XNACK", b"XCFGSET", b"XIDMPRECORD", b"XSETID",
-          b"XREADGROUP", b"XACK", b"XGROUP", b"XCLAIM", b"XAUTOCLAIM", b"DEL", b"RENAME"}
+          b"XREADGROUP", b"XACK", b"XGROUP", b"XCLAIM", b"XAUTOCLAIM", b"DEL", b"RENAME", b"COPY", b"UNLINK"}
 
 
 # ============================================================ normalising

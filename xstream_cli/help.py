@@ -33,7 +33,7 @@ FAMILIES = [
      ["XGROUP", "XREADGROUP", "XACK", "XACKDEL", "XNACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"]),
     ("keyspace", "keyspace", "keyspace commands",
      "The keyspace: every key is a stream.",
-     ["DEL", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "CONFIG"]),
+     ["DEL", "UNLINK", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "CONFIG"]),
 ]
 
 PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never shadow one): "
@@ -42,6 +42,12 @@ PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never sh
 # name -> (summary, since (Redis version), time complexity, examples).
 # Summaries and complexities are written for xs from the Redis command
 # reference; an example is one command line as typed in a shell after "xs".
+# A command's examples run in order on an empty store (as Redis's own pages
+# do, they first add what they need: entries, a group, pending entries);
+# tests/cli/test_help_examples.py runs them and compares with redis-server.
+_ENTRY = "XADD events 1700000000000-0 user alice action login"
+_ENTRIES = [_ENTRY, "XADD events 1700000000001-0 user bob action logout"]
+_PENDING = _ENTRIES + ["XGROUP CREATE events workers 0", "XREADGROUP GROUP workers alice STREAMS events '>'"]
 DOCS = {
     "XADD": (
         "Append an entry (field-value pairs) to a stream and print its ID; the stream is "
@@ -51,7 +57,7 @@ DOCS = {
         "O(1) per added entry, plus O(N) for the N entries evicted when trimming.",
         ["XADD events '*' user alice action login",
          "XADD events MAXLEN '~' 1000 '*' user bob action logout",
-         "XADD events 1700000000000-0 user carol action login",
+         "XADD orders 1700000000000-0 user carol item book",
          "XADD events IDMP producer-1 req-42 '*' user dave action pay"]),
     "XRANGE": (
         "Entries with IDs between start and end, oldest first. '-' and '+' are the smallest "
@@ -59,55 +65,55 @@ DOCS = {
         "5.0.0",
         "O(N) in the entries returned (O(1) for a small fixed COUNT), plus O(log N) to find "
         "the start.",
-        ["XRANGE events - +",
+        _ENTRIES + ["XRANGE events - +",
          "XRANGE events 1700000000000 + COUNT 10",
          "XRANGE events '(1700000000000-0' + COUNT 10"]),
     "XREVRANGE": (
         "XRANGE in reverse: entries from end down to start, newest first.",
         "5.0.0",
         "O(N) in the entries returned (O(1) for a small fixed COUNT).",
-        ["XREVRANGE events + - COUNT 1",
+        _ENTRIES + ["XREVRANGE events + - COUNT 1",
          "XREVRANGE events + 1700000000000"]),
     "XLEN": (
         "The number of entries in a stream (0 when it does not exist).",
         "5.0.0", "O(1).",
-        ["XLEN events"]),
+        [_ENTRY, "XLEN events"]),
     "XDEL": (
         "Delete entries by ID; prints how many existed. The stream keeps its last ID.",
         "5.0.0", "O(1) per ID.",
-        ["XDEL events 1700000000000-0",
+        _ENTRIES + ["XDEL events 1700000000000-0",
          "XDEL events 1700000000000-0 1700000000001-0"]),
     "XDELEX": (
         "Delete entries by ID, saying per ID what happened, and choose what becomes of their "
         "references in consumer groups' pending lists: KEEPREF keeps them, DELREF removes "
         "them, ACKED deletes only entries every group has acknowledged.",
         "8.2.0", "O(1) per ID, plus the consumer groups visited for DELREF and ACKED.",
-        ["XDELEX events IDS 2 1700000000000-0 1700000000001-0",
-         "XDELEX events ACKED IDS 1 1700000000000-0"]),
+        _PENDING + ["XDELEX events ACKED IDS 1 1700000000000-0",
+                    "XDELEX events IDS 2 1700000000000-0 1700000000001-0"]),
     "XTRIM": (
         "Trim a stream to at most MAXLEN entries, or drop the entries older than the MINID "
         "ID; '~' lets xs trim less than asked, LIMIT caps the entries removed.",
         "5.0.0", "O(N) in the entries evicted.",
-        ["XTRIM events MAXLEN 1000",
-         "XTRIM events MINID 1700000000000",
+        _ENTRIES + ["XTRIM events MAXLEN 1000",
+                    "XTRIM events MINID 1700000000001",
          "XTRIM events MAXLEN '~' 1000 LIMIT 100"]),
     "XSETID": (
         "Set a stream's last ID (and optionally its entries-added counter and largest "
         "deleted ID): later '*' IDs continue from there.",
         "5.0.0", "O(1).",
-        ["XSETID events 1800000000000-0"]),
+        [_ENTRY, "XSETID events 1800000000000-0"]),
     "XIDMPRECORD": (
         "Record that a producer's idempotent ID added an existing entry, so a later XADD IDMP "
         "with the same pair is a duplicate (replaying IDMP history, as Redis's AOF does). OK "
         "also when the pair already maps to that entry; an error when it maps to another.",
         "8.8.0", "O(1).",
-        ["XIDMPRECORD events producer-1 order-42 1700000000000-0"]),
+        [_ENTRY, "XIDMPRECORD events producer-1 order-42 1700000000000-0"]),
     "XCFGSET": (
         "Configure a stream's idempotent-production memory: how many seconds (IDMP-DURATION) "
         "and how many IDs per producer (IDMP-MAXSIZE) XADD IDMP remembers. Clears what was "
         "remembered.",
         "8.6.0", "O(1).",
-        ["XCFGSET events IDMP-DURATION 300",
+        [_ENTRY, "XCFGSET events IDMP-DURATION 300",
          "XCFGSET events IDMP-DURATION 300 IDMP-MAXSIZE 1000"]),
     "XREAD": (
         "Read entries after the given IDs from one or more streams; '$' means only new "
@@ -116,26 +122,26 @@ DOCS = {
         "5.0.0",
         "O(M) per stream for the M entries returned; a write wakes the readers blocked on "
         "its stream.",
-        ["XREAD COUNT 10 STREAMS events 0",
+        _ENTRIES + ["XREAD COUNT 10 STREAMS events 0",
          "XREAD BLOCK 5000 STREAMS events '$'",
          "XREAD STREAMS events orders 0 0"]),
     "XINFO": (
         "Inspect a stream, its consumer groups or a group's consumers.",
         "5.0.0", "See the subcommands.",
-        ["XINFO STREAM events", "XINFO GROUPS events", "XINFO CONSUMERS events workers"]),
+        _PENDING + ["XINFO STREAM events", "XINFO GROUPS events", "XINFO CONSUMERS events workers"]),
     "XINFO STREAM": (
         "A stream's length, first and last entries, IDs and counters, groups; FULL adds its "
         "entries, groups, pending lists and consumers (COUNT caps each list, 0 for all).",
         "5.0.0", "O(1); FULL: O(N) in the entries and pending entries returned.",
-        ["XINFO STREAM events", "XINFO STREAM events FULL COUNT 5"]),
+        _PENDING + ["XINFO STREAM events", "XINFO STREAM events FULL COUNT 5"]),
     "XINFO GROUPS": (
         "A stream's consumer groups: consumers, pending entries, last delivered ID, lag.",
         "5.0.0", "O(1) per group.",
-        ["XINFO GROUPS events"]),
+        _PENDING + ["XINFO GROUPS events"]),
     "XINFO CONSUMERS": (
         "A group's consumers: pending entries, idle time, inactive time.",
         "5.0.0", "O(1) per consumer.",
-        ["XINFO CONSUMERS events workers"]),
+        _PENDING + ["XINFO CONSUMERS events workers"]),
     "XINFO HELP": (
         "The XINFO subcommands, briefly.",
         "5.0.0", "O(1).",
@@ -148,24 +154,24 @@ DOCS = {
         "Create a consumer group that delivers entries after the given ID ('$': only new "
         "ones, 0: all); MKSTREAM creates a missing stream, ENTRIESREAD sets its lag counter.",
         "5.0.0", "O(1).",
-        ["XGROUP CREATE events workers '$'",
-         "XGROUP CREATE events workers 0 MKSTREAM"]),
+        ["XGROUP CREATE events workers 0 MKSTREAM",
+         "XGROUP CREATE events audit '$'"]),
     "XGROUP SETID": (
         "Move a group's last delivered ID (replay with 0, skip to the end with '$').",
         "5.0.0", "O(1).",
-        ["XGROUP SETID events workers 0"]),
+        ["XGROUP CREATE events workers '$' MKSTREAM", "XGROUP SETID events workers 0"]),
     "XGROUP DESTROY": (
         "Delete a consumer group, its consumers and its pending entries list.",
         "5.0.0", "O(N) in the group's pending entries.",
-        ["XGROUP DESTROY events workers"]),
+        ["XGROUP CREATE events workers '$' MKSTREAM", "XGROUP DESTROY events workers"]),
     "XGROUP CREATECONSUMER": (
         "Add a consumer to a group (XREADGROUP also creates consumers when they first read).",
         "6.2.0", "O(1).",
-        ["XGROUP CREATECONSUMER events workers alice"]),
+        ["XGROUP CREATE events workers '$' MKSTREAM", "XGROUP CREATECONSUMER events workers alice"]),
     "XGROUP DELCONSUMER": (
         "Delete a consumer; its pending entries are dropped from the group (claim them first).",
         "5.0.0", "O(1), plus O(N) in the consumer's pending entries.",
-        ["XGROUP DELCONSUMER events workers alice"]),
+        _PENDING + ["XGROUP DELCONSUMER events workers alice"]),
     "XGROUP HELP": (
         "The XGROUP subcommands, briefly.",
         "5.0.0", "O(1).",
@@ -177,7 +183,8 @@ DOCS = {
         "entries pending longer than min-idle-time; BLOCK waits as in XREAD.",
         "5.0.0",
         "O(M) per stream for the M entries returned; CLAIM adds O(log N) per claimed entry.",
-        ["XREADGROUP GROUP workers alice COUNT 10 STREAMS events '>'",
+        _ENTRIES + ["XGROUP CREATE events workers 0",
+                    "XREADGROUP GROUP workers alice COUNT 10 STREAMS events '>'",
          "XREADGROUP GROUP workers alice BLOCK 5000 STREAMS events '>'",
          "XREADGROUP GROUP workers alice STREAMS events 0",
          "XREADGROUP GROUP workers alice CLAIM 60000 COUNT 10 STREAMS events '>'"]),
@@ -185,20 +192,20 @@ DOCS = {
         "Acknowledge entries: remove them from the group's pending entries list. Prints how "
         "many were pending.",
         "5.0.0", "O(1) per ID.",
-        ["XACK events workers 1700000000000-0",
+        _PENDING + ["XACK events workers 1700000000000-0",
          "XACK events workers 1700000000000-0 1700000000001-0"]),
     "XACKDEL": (
         "Acknowledge entries and delete them from the stream in one step; KEEPREF / DELREF "
         "/ ACKED choose what happens to other groups' references to them.",
         "8.2.0", "O(1) per ID, plus the consumer groups visited for DELREF and ACKED.",
-        ["XACKDEL events workers IDS 1 1700000000000-0",
+        _PENDING + ["XACKDEL events workers IDS 1 1700000000000-0",
          "XACKDEL events workers ACKED IDS 2 1700000000000-0 1700000000001-0"]),
     "XNACK": (
         "Give pending entries back to the group without acknowledging them, so another "
         "consumer gets them at once. SILENT takes one off their delivery count, FAIL keeps "
         "it, FATAL sets it to the maximum (failed for good); RETRYCOUNT sets it exactly.",
         "8.8.0", "O(1) per ID.",
-        ["XNACK events workers FAIL IDS 1 1700000000000-0",
+        _PENDING + ["XNACK events workers FAIL IDS 1 1700000000000-0",
          "XNACK events workers SILENT IDS 2 1700000000000-0 1700000000001-0"]),
     "XPENDING": (
         "A group's pending entries: without a range, a summary (count, smallest and largest "
@@ -207,66 +214,82 @@ DOCS = {
         "5.0.0",
         "O(N) in the entries returned; the summary is O(1) plus O(C) for C consumers; IDLE "
         "scans the range.",
-        ["XPENDING events workers",
+        _PENDING + ["XPENDING events workers",
          "XPENDING events workers - + 10",
          "XPENDING events workers IDLE 60000 - + 10 alice"]),
     "XCLAIM": (
         "Take over pending entries idle for at least min-idle-time milliseconds: they move to "
         "the given consumer with their delivery count raised (JUSTID: not raised, IDs only).",
         "5.0.0", "O(log N) per ID, N the size of the pending entries list.",
-        ["XCLAIM events workers bob 60000 1700000000000-0",
+        _PENDING + ["XCLAIM events workers bob 60000 1700000000000-0",
          "XCLAIM events workers bob 60000 1700000000000-0 JUSTID"]),
     "XAUTOCLAIM": (
         "Scan the pending entries list from start and claim up to COUNT (default 100) entries "
         "idle for at least min-idle-time; prints the cursor to continue from, the claimed "
         "entries and the IDs of entries that no longer exist.",
         "6.2.0", "O(1) for a small COUNT (the scan visits at most 10 x COUNT entries).",
-        ["XAUTOCLAIM events workers bob 60000 0-0 COUNT 10",
+        _PENDING + ["XAUTOCLAIM events workers bob 60000 0-0 COUNT 10",
          "XAUTOCLAIM events workers bob 60000 0-0 JUSTID"]),
     "DEL": (
         "Delete streams, with their entries, groups and pending lists; prints how many "
         "existed.",
         "1.0.0", "O(N) in the keys given, plus O(M) in the entries of each deleted stream.",
-        ["DEL events", "DEL events orders"]),
+        [_ENTRY, "DEL events", "DEL events orders"]),
+    "UNLINK": (
+        "Delete streams, as DEL does (Redis frees their memory later; a store has nothing "
+        "to free later); prints how many existed.",
+        "4.0.0", "O(1) for each key given, plus O(M) in the entries of each deleted stream.",
+        [_ENTRY, "UNLINK events orders"]),
     "EXISTS": (
         "How many of the given keys exist (a key named twice counts twice).",
         "1.0.0", "O(N) in the keys given.",
-        ["EXISTS events", "EXISTS events orders"]),
+        [_ENTRY, "EXISTS events", "EXISTS events orders"]),
     "TYPE": (
         "The type of a key: 'stream', or 'none' when it does not exist.",
         "1.0.0", "O(1).",
-        ["TYPE events"]),
+        [_ENTRY, "TYPE events"]),
     "KEYS": (
         "Every key matching a glob-style pattern (* ? [abc] [^a] [a-z], \\ escapes).",
         "1.0.0", "O(N) in the keys of the store.",
-        ["KEYS '*'", "KEYS 'ev*'"]),
+        [_ENTRY, "KEYS '*'", "KEYS 'ev*'"]),
     "SCAN": (
         "Walk the keyspace in steps: each call prints the cursor of the next call (0 when "
         "done) and some keys, filtered by MATCH pattern and TYPE.",
         "2.8.0", "O(1) per call, O(N) for a complete walk.",
-        ["SCAN 0", "SCAN 0 MATCH 'ev*' COUNT 100", "SCAN 0 TYPE stream"]),
+        [_ENTRY, "SCAN 0", "SCAN 0 MATCH 'ev*' COUNT 100", "SCAN 0 TYPE stream"]),
     "RENAME": (
         "Rename a stream, keeping its entries and groups; a stream already named newkey is "
         "deleted first.",
         "1.0.0", "O(1), plus deleting an existing newkey.",
-        ["RENAME events events-2024"]),
+        [_ENTRY, "RENAME events events-2024"]),
+    "COPY": (
+        "Copy a stream to a new key: its entries, counters, idempotent-production history, "
+        "groups, consumers and pending entries. Prints 1, or 0 when the source does not exist "
+        "or the destination does (REPLACE deletes it first). DB takes only 0: a store is one "
+        "database.",
+        "6.2.0", "O(N) in the entries and pending entries copied.",
+        [_ENTRY, "COPY events events-backup", "COPY events events-backup REPLACE"]),
     "CONFIG": (
         "The store's settings: CONFIG GET and CONFIG SET of the listpack node sizes "
-        "(stream-node-max-entries, stream-node-max-bytes).",
+        "(stream-node-max-entries, stream-node-max-bytes) and of the idempotent-production "
+        "settings new streams take (stream-idmp-duration, stream-idmp-maxsize).",
         "2.0.0", "Depends on the subcommand.",
         ["CONFIG GET stream-node-*"]),
     "CONFIG GET": (
-        "Print the store's settings whose names match the patterns: stream-node-max-bytes "
-        "and stream-node-max-entries.",
+        "Print the store's settings whose names match the patterns: stream-node-max-bytes, "
+        "stream-node-max-entries, stream-idmp-duration and stream-idmp-maxsize.",
         "2.0.0", "O(N) for N settings.",
-        ["CONFIG GET stream-node-*", "CONFIG GET stream-node-max-entries"]),
+        ["CONFIG GET stream-node-*", "CONFIG GET stream-node-max-entries", "CONFIG GET stream-idmp-*"]),
     "CONFIG SET": (
         "Change the store's settings, for every process that uses the store. The node sizes "
-        "decide where XADD starts a new node, so what XTRIM ~ removes; nodes already made keep "
-        "their bounds, as in Redis.",
+        "decide where XADD starts a new node, so what XTRIM ~ removes (at most 100 nodes' "
+        "worth without LIMIT); nodes already made keep their bounds, as in Redis. "
+        "stream-idmp-duration (1 to 86400 seconds) and stream-idmp-maxsize (1 to 10000) are "
+        "the IDMP-DURATION and IDMP-MAXSIZE of streams made from then on.",
         "2.0.0", "O(N) for N settings (plus, once, the nodes of a store upgraded from format 2).",
         ["CONFIG SET stream-node-max-entries 10",
-         "CONFIG SET stream-node-max-bytes 4kb stream-node-max-entries 0"]),
+         "CONFIG SET stream-node-max-bytes 4kb stream-node-max-entries 0",
+         "CONFIG SET stream-idmp-duration 3600"]),
 }
 
 

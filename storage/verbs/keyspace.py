@@ -84,3 +84,4 @@ def rename(p, src, dst):
         delete_keys(p, [dst])
     p.streams.forget(src)
     p.streams.adopt(dst, m)
+

@@ -64,11 +64,13 @@ COMMANDS = {
     b"XCLAIM": _c("xclaim", -6, g.parse_xclaim, g.xclaim, True, "claim"),
     b"XAUTOCLAIM": _c("xautoclaim", -6, g.parse_xautoclaim, g.xautoclaim, True, "autoclaim"),
     b"DEL": _c("del", -2, k.parse_del, k.del_, True, "delete_keys"),
+    b"UNLINK": _c("unlink", -2, k.parse_unlink, k.del_, True, "delete_keys"),
     b"EXISTS": _c("exists", -2, k.parse_exists, k.exists, False, "exists"),
     b"TYPE": _c("type", 2, k.parse_type, k.type_, False, "key_type"),
     b"KEYS": _c("keys", 2, k.parse_keys, k.keys, False, "keys"),
     b"SCAN": _c("scan", -2, k.parse_scan, k.scan, False, "scan"),
     b"RENAME": _c("rename", 3, k.parse_rename, k.rename, True, "rename"),
+    b"COPY": _c("copy", -3, k.parse_copy, k.copy, True, "copy"),
 }
 
 SUBCOMMANDS = {

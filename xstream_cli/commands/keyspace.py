@@ -11,6 +11,14 @@ def parse_del(argv):
     return (argv[1:],)
 
 
+def parse_unlink(argv):
+    """UNLINK key [key ...]
+
+    DEL's twin (Redis frees the memory in the background; a store has
+    nothing to free later)."""
+    return (argv[1:],)
+
+
 def del_(tx, keys):
     return tx.delete_keys(keys)
 
@@ -113,6 +121,31 @@ def parse_rename(argv):
 def rename(tx, src, dst):
     tx.rename(src, dst)
     return OK
+
+
+def parse_copy(argv):
+    """COPY source destination [DB destination-db] [REPLACE]"""
+    replace = False
+    i = 3
+    while i < len(argv):
+        opt = argv[i].upper()
+        if opt == b"REPLACE":
+            replace = True
+        elif opt == b"DB" and i + 1 < len(argv):
+            db = string2ll(argv[i + 1])
+            if db is None or not -(1 << 31) <= db < (1 << 31):
+                raise errors.not_integer()
+            if db != 0:
+                raise errors.db_index_out_of_range()     # one database, as SELECT
+            i += 1
+        else:
+            raise errors.syntax()
+        i += 1
+    return argv[1], argv[2], replace
+
+
+def copy(tx, src, dst, replace):
+    return tx.copy(src, dst, replace)
 
 
 # ================================================================== CONFIG

@@ -75,7 +75,7 @@ def _select(srv, c, argv):
     except ValueError:
         return errors.not_integer()
     if n != 0:
-        return _err("ERR DB index is out of range")
+        return errors.db_index_out_of_range()
     return OK
 
 
@@ -440,10 +440,10 @@ def _cmd_info(name):
     """COMMAND INFO's array for a command name (str, lower case), or None."""
     tbl = COMMANDS.get(name.upper().encode())
     if tbl is not None:
-        keys = (1, -1 if name in ("del", "exists") else 1, 1)
+        keys = (1, -1 if name in ("del", "exists", "unlink") else 1, 1)
         if name in ("xread", "xreadgroup"):
             keys = (0, 0, 0)
-        if name == "rename":
+        if name in ("rename", "copy"):
             keys = (1, 2, 1)
         if name in ("keys", "scan"):
             keys = (0, 0, 0)
