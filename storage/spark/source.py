@@ -6,7 +6,8 @@ Register it once per session, then use the format by name::
     register(spark)
     df = (spark.read.format("xstream").option("path", "/data/store")
           .option("stream", "events:*").option("partitions", 4).load())
-    df.write.format("xstream").option("path", "/data/store").option("stream", "copy").mode("append").save()
+    (df.select("fields")          # with its stream and id columns, a row goes back to its own stream and ID
+       .write.format("xstream").option("path", "/data/store").option("stream", "copy").mode("append").save())
 
 Reading.  Columns: ``stream`` string, ``id`` string (``ms-seq``, exact),
 ``ms`` and ``seq`` long (null for a part above 2**63-1, which a long cannot
