@@ -130,7 +130,9 @@ class PtyShell:
     def tab(self, line):
         open(self.out, "w").close()
         before, _, after = line.partition("|")
-        self.send((before + after).encode() + b"\x02" * len(after) + b"\t")
+        # the line is cleared first (end of line, kill the line), so text a
+        # busy shell left from the line before cannot end up in this one
+        self.send(b"\x05\x15" + (before + after).encode() + b"\x02" * len(after) + b"\t")
         assert self.read_until(lambda: END in self._out()), (line, self.buf[-2000:])
         return sorted(set(l for l in self._out().split(END)[0].split("\n") if l))
 
