@@ -10,7 +10,9 @@ correspondence and ``n`` counts them; a producer holds at most
 IDMP-MAXSIZE IIDs; the stream record's ``idmp_stats`` counts producers
 and IIDs tracked (pids-tracked, iids-tracked) and IIDs ever added and
 duplicates seen (iids-added, iids-duplicates).  History expires lazily:
-when a producer is used again, IIDs older than IDMP-DURATION go first.
+when a producer is used again, IIDs older than IDMP-DURATION go first;
+XINFO leaves them out of its counts (``live_counts``), as Redis's
+background expiry has removed them by then.
 """
 from storage import codec
 
@@ -82,6 +84,24 @@ class Idmp:
     def drop(self, m):
         """Remove the stream's history (DEL)."""
         self._kv.delete_prefix(self._db, codec.sid_prefix(m.sid))
+
+    def live_counts(self, m, now):
+        """(pids-tracked, iids-tracked) as Redis reports them: without the
+        IIDs older than IDMP-DURATION, which its background expiry (10
+        times a second) has removed by then, while xs drops them when
+        their producer is used again.  Read only."""
+        if m.idmp_stats[1] == 0:
+            return 0, 0
+        cutoff = now - m.idmp_duration * 1000
+        pids, iids, last = 0, 0, None
+        for k in self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid), values=False):
+            pk, kind, rest = codec.idmp_split_key(k)
+            if kind == b"o" and codec.decode_id(rest)[0] > cutoff:
+                iids += 1
+                if pk != last:
+                    pids += 1
+                    last = pk
+        return pids, iids
 
     def history(self, m):
         """(producer key, ID, iid key) of every IID, grouped by producer

@@ -306,7 +306,8 @@ def stream_info(p, name, o):
                       last_generated_id=m.last_id, max_deleted_entry_id=m.max_deleted,
                       entries_added=m.entries_added, recorded_first_entry_id=log.first_id(m),
                       full=o.full)
-    pids, iids, added, dups = m.idmp_stats      # shown for every stream (Redis 8.6+)
+    pids, iids = p.idmp.live_counts(m, p.now)   # shown for every stream (Redis 8.6+)
+    added, dups = m.idmp_stats[2], m.idmp_stats[3]
     info.idmp = IdmpInfo(duration=m.idmp_duration, maxsize=m.idmp_maxsize, pids_tracked=pids,
                          iids_tracked=iids, iids_added=added, iids_duplicates=dups)
     if not o.full:

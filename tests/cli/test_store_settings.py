@@ -81,3 +81,23 @@ def test_the_maxsize_of_a_new_stream_bounds_each_producer_s_history(tmp_path):
                   "XADD s IDMP p i1 * f again")
     assert len(set(ids)) == 4                    # i1 was forgotten: added again
     assert xs_json(db, "XINFO STREAM s")[0]["iids-tracked"] == 2
+
+
+def test_xinfo_stops_counting_idmp_history_once_it_has_expired(tmp_path):
+    """Redis drops expired IDMP history in the background (10 times a
+    second), so XINFO's pids-tracked / iids-tracked fall once the window
+    has passed; xs drops it when the producer is used again, and XINFO
+    now leaves it out of its counts meanwhile (issue 26, item 3).
+    iids-added and iids-duplicates are lifetime counters."""
+    import time
+    db = tmp_path / "db"
+    first = xs_json(db, "XADD s * f 0", "XCFGSET s IDMP-DURATION 1", "XADD s IDMP p1 a * f 1",
+                    "XADD s IDMP p1 a * f 1", "XADD s IDMP p2 b * f 2", "XINFO STREAM s")
+    info = first[-1]
+    assert (info["pids-tracked"], info["iids-tracked"], info["iids-added"], info["iids-duplicates"]) == (2, 2, 2, 1)
+    time.sleep(1.3)
+    info = xs_json(db, "XINFO STREAM s")[0]
+    assert (info["pids-tracked"], info["iids-tracked"], info["iids-added"], info["iids-duplicates"]) == (0, 0, 2, 1)
+    again = xs_json(db, "XADD s IDMP p1 a * f 1", "XINFO STREAM s")
+    assert again[0] != first[2]                          # expired: added anew
+    assert (again[1]["pids-tracked"], again[1]["iids-tracked"], again[1]["iids-added"]) == (1, 1, 3)
