@@ -803,6 +803,19 @@ def _read_lines(c, n):
     return data
 
 
+def _block_clients(served, r, n, command, conns):
+    """Open ``n`` raw connections that send ``command % i`` (a blocking
+    read; appended to ``conns`` as they open) and wait until all block."""
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", served.port), timeout=10)
+        c.sendall(command % i + b"\r\n")
+        conns.append(c)
+    deadline = time.monotonic() + 60
+    while r.info("clients")["blocked_clients"] != n:
+        assert time.monotonic() < deadline, r.info("clients")
+        time.sleep(0.05)
+
+
 def test_hundreds_of_blocked_clients_that_go_away_leave_no_wait_behind(served):
     """300 clients block in XREADGROUP ... BLOCK 0 (more than the per-user
     inotify instances, 128: they share the server's one) and then disconnect:
@@ -814,14 +827,7 @@ def test_hundreds_of_blocked_clients_that_go_away_leave_no_wait_behind(served):
     n = min(300, int(r.config_get("maxclients")["maxclients"]) - 5)
     conns = []
     try:
-        for i in range(n):
-            c = socket.create_connection(("127.0.0.1", served.port), timeout=10)
-            c.sendall(b"XREADGROUP GROUP g c%d BLOCK 0 STREAMS s >\r\n" % i)
-            conns.append(c)
-        deadline = time.monotonic() + 60
-        while r.info("clients")["blocked_clients"] != n:
-            assert time.monotonic() < deadline, r.info("clients")
-            time.sleep(0.05)
+        _block_clients(served, r, n, b"XREADGROUP GROUP g c%d BLOCK 0 STREAMS s >", conns)
     finally:
         for c in conns:
             c.close()
@@ -867,14 +873,7 @@ def test_a_new_entry_wakes_one_blocked_consumer_of_the_group_not_all_of_them(ser
     n, k = 200, 20
     conns = []
     try:
-        for i in range(n):
-            c = socket.create_connection(("127.0.0.1", served.port), timeout=10)
-            c.sendall(b"XREADGROUP GROUP g c%d COUNT 1 BLOCK 0 STREAMS s >\r\n" % i)
-            conns.append(c)
-        deadline = time.monotonic() + 60
-        while r.info("clients")["blocked_clients"] != n:
-            assert time.monotonic() < deadline, r.info("clients")
-            time.sleep(0.05)
+        _block_clients(served, r, n, b"XREADGROUP GROUP g c%d COUNT 1 BLOCK 0 STREAMS s >", conns)
         time.sleep(0.5)
         assert _inotify_instances(served.proc.pid) == 1
         before = _cpu_s(served.proc.pid)
