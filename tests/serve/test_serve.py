@@ -275,14 +275,20 @@ def test_info_counts_commands_and_blocked_clients(served):
     r.xlen("s")
     assert r.info("stats")["total_commands_processed"] > before
     assert r.info("keyspace")["db0"]["keys"] == 1
-    t = threading.Thread(target=lambda: served.client().xread({"s": "$"}, block=1500))
-    t.start()
+    assert r.info("clients")["total_blocking_keys"] == 0
+    ts = [threading.Thread(target=lambda: served.client().xread({"s": "$", "t": "$"}, block=1500)),
+          threading.Thread(target=lambda: served.client().xread({"s": "$"}, block=1500))]
+    for t in ts:
+        t.start()
     deadline = time.monotonic() + 5
-    while r.info("clients")["blocked_clients"] != 1:
+    while r.info("clients")["blocked_clients"] != 2:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    t.join()
+    assert r.info("clients")["total_blocking_keys"] == 2          # s and t, each counted once
+    for t in ts:
+        t.join()
     assert r.info("clients")["blocked_clients"] == 0
+    assert r.info("clients")["total_blocking_keys"] == 0
 
 
 def test_client_commands_redis_py_sends(served):

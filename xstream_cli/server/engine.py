@@ -202,6 +202,7 @@ class Engine:
     def block(self, cmd, args, w, call):
         """Wait (in a pool thread) for a blocked read; returns its reply
         (None on timeout).  ``call`` is the _BlockCall (for cancelling)."""
+        call.keys = list(w.keys)
         with self._waits_lock:
             self._waits.add(call)
             self.blocked += 1
@@ -222,6 +223,11 @@ class Engine:
 
     def new_call(self):
         return _BlockCall(self)
+
+    def blocking_keys(self):
+        """INFO's total_blocking_keys: the distinct keys blocked clients wait on."""
+        with self._waits_lock:
+            return len({k for call in self._waits for k in call.keys})
 
     def cancel_all(self):
         with self._waits_lock:
