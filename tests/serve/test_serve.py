@@ -291,6 +291,65 @@ def test_info_counts_commands_and_blocked_clients(served):
     assert r.info("clients")["total_blocking_keys"] == 0
 
 
+STATS_SCRIPT = [
+    b"XADD s 1-1 f v", b"XADD s 2-1 f v", b"XLEN s", b"XRANGE s - +", b"XRANGE s nope +",
+    b"XGROUP CREATE s g 0", b"XGROUP CREATE s g 0", b"XREADGROUP GROUP nog c STREAMS s >",
+    b"XREADGROUP GROUP g c COUNT 1 STREAMS s >", b"XACK s g 1-1", b"XADD s", b"XGROUP CREATE",
+    b"FOO bar", b"XGROUP NOPE s", b"PING", b"ECHO", b"CLIENT ID", b"DEL nothing",
+    b"MULTI", b"XADD s 3-1 f v", b"XLEN s", b"XADD s 1-1 f v", b"EXEC",
+]
+
+
+def _stats(port):
+    """INFO commandstats and errorstats: ({name: (calls, rejected, failed)}, {code: count})."""
+    text = _info(port, b"commandstats") + _info(port, b"errorstats")
+    cmds, errs = {}, {}
+    for line in text.decode().splitlines():
+        if line.startswith("cmdstat_"):
+            name, fields = line[8:].split(":", 1)
+            f = dict(kv.split("=") for kv in fields.split(","))
+            cmds[name] = (int(f["calls"]), int(f["rejected_calls"]), int(f["failed_calls"]))
+        elif line.startswith("errorstat_"):
+            code, count = line[10:].split(":", 1)
+            errs[code] = int(count.split("=")[1])
+    return cmds, errs
+
+
+def _info(port, section):
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        c.sendall(b"INFO " + section + b"\r\n")
+        return _recv_bulk(c)
+    finally:
+        c.close()
+
+
+def test_info_commandstats_and_errorstats_count_as_redis_does(served, redis):
+    """INFO commandstats (calls, rejected_calls: refused before running,
+    failed_calls: ran and answered an error), errorstats per error code
+    and total_error_replies, for the same commands on xs serve and
+    redis-server, MULTI/EXEC included (issue 26, item 9)."""
+    for port in (served.port, redis.port):
+        raw(port, b"FLUSHALL\r\nCONFIG RESETSTAT\r\n")
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            for line in STATS_SCRIPT:
+                c.sendall(line + b"\r\n")
+                _read_lines(c, 1)
+        finally:
+            c.close()
+    ours, theirs = _stats(served.port), _stats(redis.port)
+    for name in ("flushall", "config|resetstat", "info"):      # the test's own bookkeeping
+        ours[0].pop(name, None)
+        theirs[0].pop(name, None)
+    assert ours == theirs
+    errors = sum(theirs[1].values())
+    assert errors >= 7
+    assert _info(served.port, b"stats").count(b"total_error_replies:%d\r\n" % errors) == 1
+    assert b"cmdstat_" not in _info(served.port, b"")                 # not in the default sections
+    assert b"cmdstat_xadd:" in _info(served.port, b"all")
+
+
 def test_client_commands_redis_py_sends(served):
     r = served.client()
     assert r.client_setinfo("LIB-NAME", "mylib")

@@ -312,18 +312,25 @@ def _info_text(srv, sections, keyspace):
                     ("total_blocking_keys", eng.blocking_keys())],
         "persistence": [("loading", 0), ("storage", "lmdb"), ("store", cfg.db),
                         ("aof_enabled", 1), ("appendfsync", "always" if cfg.durable else "no"),
-                        ("commits", eng.commits), ("rdb_changes_since_last_save", 0)],
+                        ("commits", eng.commits), ("rdb_changes_since_last_save", srv.stats.dirty)],
         "stats": [("total_connections_received", srv.connections_received),
                   ("total_commands_processed", eng.commands_processed),
-                  ("rejected_connections", srv.rejected)],
+                  ("rejected_connections", srv.rejected),
+                  ("total_error_replies", srv.stats.error_replies)],
         "replication": [("role", "master"), ("connected_slaves", 0)],
+        "commandstats": srv.stats.commandstats(),
+        "errorstats": srv.stats.errorstats(),
         "cluster": [("cluster_enabled", 0)],
         "keyspace": [("db0", "keys=%d,expires=0,avg_ttl=0" % keyspace)] if keyspace else [],
     }
-    order = ["server", "clients", "persistence", "stats", "replication", "cluster", "keyspace"]
+    # Redis's order; commandstats only when asked for, or with all / everything
+    order = ["server", "clients", "persistence", "stats", "replication", "commandstats", "errorstats", "cluster",
+             "keyspace"]
     want = [x.lower() for x in sections] or ["default"]
-    if any(x in ("all", "everything", "default") for x in want):
+    if any(x in ("all", "everything") for x in want):
         picked = order
+    elif "default" in want:
+        picked = [x for x in order if x != "commandstats" or x in want]
     else:
         picked = [x for x in order if x in want]
     out = []
@@ -415,6 +422,7 @@ def _config(srv, c, argv):
     if sub == b"RESETSTAT" and len(argv) == 2:
         srv.engine.commands_processed = 0
         srv.connections_received = 0
+        srv.stats.reset()
         return OK
     if sub == b"REWRITE" and len(argv) == 2:
         return _err("ERR The server is running without a config file")
@@ -556,9 +564,13 @@ async def _exec(srv, c, argv):
             r.close()
             r = _err("ERR command not allowed inside a transaction")
         items.append(r if isinstance(r, Item) else Item(reply=r))
+    for a, it in zip(queued, items):
+        if it.cmd is None and it.name is None:
+            it.name = a[0].decode("latin-1").lower()
     replies, _ = await srv._run(items, exec_=True, watched=watched)
     if replies is None:
         return Raw(encode(NULL_ARRAY, c.proto))
+    srv.stats.replies(items, replies)         # each an INFO commandstats call, as in Redis
     parts = [b"*%d\r\n" % len(items)]
     for it, r in zip(items, replies):
         parts.append(encode(r, c.proto, it.array_null))

@@ -30,6 +30,7 @@ from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHAN
 from xstream_cli.server.config import loopback
 from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
 from xstream_cli.server.resp import ProtocolError, RequestParser, encode
+from xstream_cli.server.stats import Stats
 
 log = logging.getLogger("xs.serve")
 
@@ -108,6 +109,7 @@ class Server:
         self.store = store
         self.config = config
         self.engine = Engine(store)
+        self.stats = Stats()          # INFO commandstats / errorstats
         self.clients = {}
         self.next_id = 1
         self.started = time.time()
@@ -342,6 +344,7 @@ class Server:
             self._send(c, encode_reply(replies[0], c.proto, items[0].array_null))
         else:
             self._send(c, b"".join([encode_reply(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
+        self.stats.replies(items, replies)
         if blocked is not None:
             c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
         elif c.parser.pending():
@@ -353,6 +356,7 @@ class Server:
         if c.closing:
             return
         self._send(c, encode(r, c.proto, True))
+        self.stats.reply(items[i], r)
         await self._flush(c, items[i + 1:])
 
     async def _process(self, c, cmds=None, first=None):
@@ -416,6 +420,7 @@ class Server:
                 await self._flush(c, batch)
                 batch = []
                 log.info("client %d: %s", c.id, argv)
+                self.stats.error(RedisError("ERR " + str(argv)))
                 self._send(c, encode(RedisError("ERR " + str(argv))))
                 c.closing = True
                 break
@@ -423,7 +428,7 @@ class Server:
             name = argv[0].upper()
             c.last_cmd = name
             if not c.authed and name not in NOAUTH_OK:
-                batch.append(Item(reply=RedisError(NOAUTH)))
+                batch.append(Item(reply=RedisError(NOAUTH), name=_stat_name(argv), rejected=True))
                 continue
             if c.multi is not None and name not in NOT_QUEUED:
                 batch.append(Item(reply=self._queue(c, argv)))
@@ -435,7 +440,7 @@ class Server:
             fn, arity, lname = local
             n = len(argv)
             if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
-                batch.append(Item(reply=errors.wrong_arity(lname)))
+                batch.append(Item(reply=errors.wrong_arity(lname), name=lname, rejected=True))
                 continue
             if name in PROTO_CHANGERS:
                 # the replies before it go out in the protocol they were asked in,
@@ -443,7 +448,7 @@ class Server:
                 await self._flush(c, batch)
                 batch = []
                 r = fn(self, c, argv)
-                batch.append(Item(reply=Raw(encode(r, c.proto))))
+                batch.append(Item(reply=Raw(encode(r, c.proto)), name=lname))
                 continue
             r = fn(self, c, argv)
             if asyncio.iscoroutine(r):
@@ -451,9 +456,11 @@ class Server:
                 batch = []
                 r = await r
             if isinstance(r, Item):
+                if r.cmd is None:
+                    r.name = _stat_name(argv)
                 batch.append(r)
             elif r is not None:
-                batch.append(Item(reply=r))
+                batch.append(Item(reply=r, name=_stat_name(argv)))
         if c.auth_delay:
             await self._auth_penalty(c)
         await self._flush(c, batch)
@@ -470,11 +477,13 @@ class Server:
         while items:
             if all(it.cmd is None and it.fn is None for it in items):
                 self._send(c, b"".join(encode_reply(it.reply, c.proto) for it in items))
+                self.stats.replies(items, [it.reply for it in items])
                 return
             replies, blocked = await self._run(items)
             out = []
             for it, r in zip(items, replies):
                 out.append(encode_reply(r, c.proto, it.array_null))
+            self.stats.replies(items, replies)
             if blocked is None:
                 self._send(c, b"".join(out))
                 return
@@ -484,6 +493,7 @@ class Server:
             if c.closing:
                 return
             self._send(c, encode(r, c.proto, True))
+            self.stats.reply(items[i], r)
             items = items[i + 1:]
 
     def _run(self, items, exec_=False, watched=None):
@@ -525,6 +535,15 @@ class Server:
                 return e
         c.multi.append(argv)
         return Status("QUEUED")
+
+
+def _stat_name(argv):
+    """The commandstats name of a server command: ``client|id`` for the
+    subcommands of CLIENT, CONFIG and COMMAND, as Redis names them."""
+    name = argv[0].decode("latin-1").lower()
+    if name in ("client", "config", "command") and len(argv) > 1:
+        return name + "|" + argv[1].decode("latin-1").lower()
+    return name
 
 
 def _listening(path):

@@ -46,12 +46,13 @@ when no transaction of the process is open.
 import logging
 import queue
 import threading
+import time
 
 from storage import errors
 from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
 from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.commands import COMMANDS, lookup
+from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
 from xstream_cli.execution.batch import Batch
 
 log = logging.getLogger("xs.serve")
@@ -80,9 +81,10 @@ class Item:
     """One command of a job: a reply already known (a parse error), an
     engine command (``cmd``, ``args``) or a function of the transaction
     (``fn``, for FLUSHDB, DBSIZE, INFO keyspace ...)."""
-    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add")
+    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add", "name", "rejected", "usec")
 
-    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False, plain_add=None):
+    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False, plain_add=None, name=None,
+                 rejected=False):
         self.reply = reply
         self.cmd = cmd
         self.args = args
@@ -90,6 +92,9 @@ class Item:
         self.plain_add = plain_add   # (key, fields) of a plain "XADD key * f v ...": added in runs
         self.write = write if cmd is None else cmd.write
         self.array_null = cmd is not None and cmd.blocking   # XREAD / XREADGROUP: null arrays in RESP2
+        self.name = name if cmd is None else cmd.name       # INFO commandstats (xstream_cli.server.stats)
+        self.rejected = rejected     # refused before it ran (a wrong arity): a rejected call
+        self.usec = 0                # the engine's time on it (its job's, shared among its items)
 
 
 def item_for(argv):
@@ -100,9 +105,28 @@ def item_for(argv):
         return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
     try:
         cmd = lookup(argv)
-        return Item(cmd=cmd, args=cmd.parse(argv))
     except RedisError as e:
-        return Item(reply=e)
+        return Item(reply=e, name=_known_name(argv), rejected=True)
+    try:
+        return Item(cmd=cmd, args=cmd.parse(argv))
+    except RedisError as e:         # it ran, and failed (Redis's commands parse as they run)
+        return Item(reply=e, name=cmd.name)
+
+
+def _known_name(argv):
+    """The commandstats name of a command ``lookup`` refused: a known
+    command (or subcommand) with a wrong number of arguments; None for an
+    unknown one."""
+    name = argv[0].upper()
+    if name in COMMANDS:
+        return COMMANDS[name].name
+    subs = SUBCOMMANDS.get(name)
+    if subs is None:
+        return None
+    if len(argv) < 2:
+        return name.decode().lower()
+    sub = subs.get(argv[1].upper())
+    return None if sub is None else sub.name
 
 
 class Job:
@@ -250,7 +274,14 @@ def _run_jobs(tx, batch):
     driver, xstream_cli.execution.batch): runs of plain XADDs and of
     XREADGROUP/XACK span jobs.  Returns each job's (replies, blocked)."""
     b = Batch(tx, log=log)
-    out = [_job(b, tx, j) for j in batch]
+    out = []
+    clock = time.perf_counter_ns
+    for j in batch:
+        t = clock()
+        out.append(_job(b, tx, j))
+        usec = (clock() - t) // (1000 * len(j.items))
+        for it in j.items:
+            it.usec = usec
     b.flush()
     return out
 
