@@ -63,14 +63,28 @@ def measure(kind, samples, gap_s, sync):
                                 env=env, cwd=ROOT)
     else:
         cons = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT)
-        cons.stdin.write(b"XREADGROUP GROUP g c COUNT 1 BLOCK 0 STREAMS s >\n" * (samples + 10))
+        cons.stdin.write(b"XREADGROUP GROUP g c COUNT 1 BLOCK 0 STREAMS s >\n" * (samples + 100))
         cons.stdin.flush()
     prod = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT)
     pfd, cfd = prod.stdout.fileno(), cons.stdout.fileno()
     lat = []
     pbuf = cbuf = b""
     try:
-        time.sleep(1.0)  # both started and the consumer blocked
+        # both started and the consumer following: on a loaded machine a
+        # fixed pause is not enough (tail -f -n 0 would miss what came
+        # before it started), so add until the consumer shows one
+        for _ in range(60):
+            os.write(prod.stdin.fileno(), b"XADD s * k ready\n")
+            _, pbuf = _readline_until(pfd, b"\n", pbuf)
+            try:
+                _, cbuf = _readline_until(cfd, b"ready", cbuf, timeout=1.0)
+                break
+            except TimeoutError:
+                continue
+        else:
+            raise TimeoutError("the consumer never showed an entry")
+        cbuf = b""
+        time.sleep(0.2)
         for i in range(samples + 5):
             token = b"tok%06d" % i
             t0 = time.perf_counter()
