@@ -29,6 +29,8 @@ CASES = [
                  marks=needs_redis, id="reader_during_ingest"),
     pytest.param("bench_serve.py", ["-n", "200", "-c", "4", "--consumers", "3"],
                  "exactly-once delivery and an empty PEL checked", marks=needs_redis, id="serve"),
+    pytest.param("bench_inprocess.py", ["-n", "200", "--pipeline", "20"], "read+ack, pipelines of 20",
+                 marks=needs_redis, id="inprocess"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
                  marks=needs_redis, id="worker_loop"),
     pytest.param("bench_ingest_curve.py", ["--sizes", "200,1000", "--batch", "300", "--repeat", "1", "--oneshot", "2"],

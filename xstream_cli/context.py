@@ -188,6 +188,19 @@ def store_at(path, durable=True, readonly=False, create=True):
     return Store(path, durable=durable, readonly=readonly, create=create, upgrade_notice=_upgrade_notice(path))
 
 
+def open_path(path, durable=True):
+    """The store at ``path`` for a library user (xstream_cli.client): made
+    if missing; opened read-only, each write saying why, when this user
+    may read it but not write it.  Raises StoreError."""
+    from storage.store import ReadOnlyStore
+    try:
+        return store_at(path, durable, False, True)
+    except ReadOnlyStore as e:
+        store = store_at(path, durable, readonly=True, create=False)
+        store.why_read_only = e.reason
+        return store
+
+
 def _upgrade_notice(path):
     """What a person at a terminal is told before an older store is
     upgraded (it holds the store for a while when it is big); scripts

@@ -6,8 +6,10 @@ redis==<installed version>``, kept in a cache directory between runs:
 $XS_REDIS_PY_CACHE, else under the temporary directory) and its X* tests
 (``-k test_x`` over tests/test_commands.py and
 tests/test_asyncio/test_commands.py) are run with ``--redis-url``
-pointing at ``xs serve``, in RESP2 and RESP3.  Nothing of redis-py's
-tests is kept in this repository.
+pointing at ``xs serve``, in RESP2 and RESP3, and again on the
+in-process client (xstream_cli.client, through the plugin
+inprocess_plugin.py).  Nothing of redis-py's tests is kept in this
+repository.
 
 Skipped with the reason said: no network (the download fails), no
 pytest-asyncio (the asyncio file needs it).
@@ -66,12 +68,31 @@ def test_redis_py_stream_tests_pass_against_xs_serve(redis_py_source, tmp_path, 
         pytest.importorskip("pytest_asyncio", reason="redis-py's asyncio tests need pytest-asyncio")
     s = Served(tmp_path / "store")
     try:
-        p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "ignore", "-q",
-                            FILES[which], "-k", "test_x", "--redis-url", "redis://127.0.0.1:%d" % s.port,
-                            "--protocol", str(protocol), "-rfEs"],
-                           cwd=redis_py_source, capture_output=True, text=True, timeout=900)
+        _run_redis_py_tests(redis_py_source, which, protocol, "redis://127.0.0.1:%d" % s.port)
     finally:
         s.stop(signal.SIGKILL)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+@pytest.mark.parametrize("which", ["sync", "asyncio"])
+def test_redis_py_stream_tests_pass_on_the_in_process_client(redis_py_source, tmp_path, which, protocol):
+    """The same tests with xstream_cli.client's clients (issue 28): the
+    plugin tests/compat/inprocess_plugin.py makes ``xs://PATH`` URLs
+    in-process clients wherever redis-py's tests make a client."""
+    if which == "asyncio":
+        pytest.importorskip("pytest_asyncio", reason="redis-py's asyncio tests need pytest-asyncio")
+    here = os.path.dirname(os.path.abspath(__file__))
+    _run_redis_py_tests(redis_py_source, which, protocol, "xs://%s" % (tmp_path / "store"),
+                        ["-p", "inprocess_plugin"],
+                        {"PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(here)), here])})
+
+
+def _run_redis_py_tests(redis_py_source, which, protocol, url, extra=(), env=None):
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "ignore", "-q"] +
+                       list(extra) + [FILES[which], "-k", "test_x", "--redis-url", url,
+                                      "--protocol", str(protocol), "-rfEs"],
+                       cwd=redis_py_source, capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, **(env or {})))
     out = p.stdout + p.stderr
     summaries = [l for l in p.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", l)]
     summary = summaries[-1].strip("= ") if summaries else ""

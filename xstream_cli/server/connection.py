@@ -129,14 +129,10 @@ class Server:
     # ---------------------------------------------------------- life cycle
 
     async def start(self):
-        from concurrent.futures import ThreadPoolExecutor
-        self.loop = asyncio.get_running_loop()
         reduced = self.config.fit_open_files()
         if reduced:
             log.warning(reduced)
-        self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
-        self.engine.deliver = self._deliver
-        self.engine.start()
+        await self.start_in_process()
         c = self.config
         if c.unixsocket:
             if _listening(c.unixsocket):
@@ -172,6 +168,19 @@ class Server:
                 if not c.port:
                     c.port = srv.sockets[0].getsockname()[1]
                 log.info("ready to accept connections on %s port %d (store %s)", " ".join(hosts), c.port, c.db)
+
+    async def start_in_process(self):
+        """Start the engine and the blocking pool, listening nowhere:
+        connections come through ``adopt`` (xstream_cli.client)."""
+        from concurrent.futures import ThreadPoolExecutor
+        self.loop = asyncio.get_running_loop()
+        self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
+        self.engine.deliver = self._deliver
+        self.engine.start()
+
+    async def adopt(self, sock):
+        """Serve a connected socket (one end of a socket pair) as a client."""
+        await self.loop.connect_accepted_socket(lambda: _Protocol(self), sock)
 
     async def stop(self):
         """Stop accepting, let the commands under way finish and their
