@@ -262,16 +262,8 @@ TIERS = ("unit", "engine", "cli", "serve", "compat", "system", "spark")
 
 def pytest_collection_modifyitems(config, items):
     """Each test is marked with its tier, the folder it is in (tests/unit,
-    tests/engine, ...): ``pytest -m "unit or engine"`` is the inner loop.
-
-    And with its group for pytest-xdist's ``--dist loadgroup`` (the
-    README's test command): a file's tests stay in one process (its
-    module fixtures are made once), and every test that starts Spark is
-    in one group, so that two JVMs never compete for a small machine."""
+    tests/engine, ...): ``pytest -m "unit or engine"`` is the inner loop."""
     for item in items:
-        rel = os.path.relpath(str(item.fspath), ROOT)
-        parts = rel.split(os.sep)
+        parts = os.path.relpath(str(item.fspath), ROOT).split(os.sep)
         if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS:
             item.add_marker(getattr(pytest.mark, parts[1]))
-        spark = parts[:2] == ["tests", "spark"] or item.nodeid.endswith("[spark]")
-        item.add_marker(pytest.mark.xdist_group("spark" if spark else rel))
