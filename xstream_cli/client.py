@@ -176,7 +176,11 @@ def from_url(url, asyncio=False, **kwargs):
     u = urlsplit(url)
     if u.scheme != "xs":
         raise ValueError("an xs URL starts with xs:// (xs:///data/events.xs), not %r" % url)
-    path = unquote((u.netloc or "") + u.path) if u.netloc == "." else unquote(u.path)
+    if u.netloc not in ("", "."):
+        # xs://data/events.xs would name /events.xs on a host "data"
+        raise ValueError("%r names a host (%s); a store is a path: xs:///%s%s (three slashes) or xs://./%s%s"
+                         % (url, u.netloc, u.netloc, u.path, u.netloc, u.path))
+    path = unquote(u.netloc + u.path)
     if not path:
         raise ValueError("the URL %r names no store" % url)
     from redis.connection import URL_QUERY_ARGUMENT_PARSERS

@@ -59,6 +59,8 @@ def test_a_redis_py_client_on_a_store_answers_as_redis_py_expects(tmp_path):
     assert from_url("xs://%s?decode_responses=true" % db).xlen("events") == 5
     with pytest.raises(ValueError, match="xs://"):
         from_url("redis://localhost/0")
+    with pytest.raises(ValueError, match="three slashes"):      # not /events.xs on a host named data
+        from_url("xs://data/events.xs")
 
 
 def test_watch_makes_a_transaction_fail_when_another_process_changes_the_stream(tmp_path):
