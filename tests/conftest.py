@@ -260,10 +260,45 @@ def spark():
 TIERS = ("unit", "engine", "cli", "serve", "compat", "system", "spark")
 
 
+SPARK_SCOPE = "Spark: one test process, one JVM"
+
+
+def work_scope(nodeid):
+    """What pytest-xdist hands one test process at a time under the test
+    command's ``--dist loadfile``: a file, except that every test that
+    starts Spark (tests/spark and the Spark benchmark) is one unit, so two
+    JVMs never compete for a small machine's cores."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/spark/") or (path == "benchmarks/test_benchmarks_run.py" and nodeid.endswith("[spark]")):
+        return SPARK_SCOPE
+    return path
+
+
 def pytest_collection_modifyitems(config, items):
     """Each test is marked with its tier, the folder it is in (tests/unit,
-    tests/engine, ...): ``pytest -m "unit or engine"`` is the inner loop."""
+    tests/engine, ...): ``pytest -m "unit or engine"`` is the inner loop.
+
+    The Spark unit (work_scope) goes first: it is the longest, so it starts
+    at once in one process while the others share out the files, instead of
+    being the tail of the run."""
     for item in items:
         parts = os.path.relpath(str(item.fspath), ROOT).split(os.sep)
         if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS:
             item.add_marker(getattr(pytest.mark, parts[1]))
+    items.sort(key=lambda item: work_scope(item.nodeid) != SPARK_SCOPE)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with work_scope's units (pytest-xdist's
+    ``loadgroup`` would do this with marks, but pytest 9 drops its group
+    suffix from the node IDs)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ScopeScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return work_scope(nodeid)
+
+    return ScopeScheduling(config, log)
