@@ -15,9 +15,18 @@ _xs_spec() {
         'COPY') echo '|DB REPLACE|DB:-' ;;
         'DEL') echo 'k*||' ;;
         'EXISTS') echo 'k*||' ;;
+        'EXPIRE') echo 'k|NX XX GT LT|' ;;
+        'EXPIREAT') echo 'k|NX XX GT LT|' ;;
+        'EXPIRETIME') echo 'k||' ;;
         'KEYS') echo '||' ;;
+        'PERSIST') echo 'k||' ;;
+        'PEXPIRE') echo 'k|NX XX GT LT|' ;;
+        'PEXPIREAT') echo 'k|NX XX GT LT|' ;;
+        'PEXPIRETIME') echo 'k||' ;;
+        'PTTL') echo 'k||' ;;
         'RENAME') echo 'k||' ;;
         'SCAN') echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-' ;;
+        'TTL') echo 'k||' ;;
         'TYPE') echo 'k||' ;;
         'UNLINK') echo 'k*||' ;;
         'XACK') echo 'k g||' ;;
@@ -87,7 +96,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -116,7 +125,7 @@ _xs() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x' -- "$cur")); return
         fi
-        local names='CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
+        local names='CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
         COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls redrive restore save serve tail trim worker" -- "$cur"))
         return

@@ -24,12 +24,30 @@ function __xs_spec
             echo 'k*||'
         case 'EXISTS'
             echo 'k*||'
+        case 'EXPIRE'
+            echo 'k|NX XX GT LT|'
+        case 'EXPIREAT'
+            echo 'k|NX XX GT LT|'
+        case 'EXPIRETIME'
+            echo 'k||'
         case 'KEYS'
             echo '||'
+        case 'PERSIST'
+            echo 'k||'
+        case 'PEXPIRE'
+            echo 'k|NX XX GT LT|'
+        case 'PEXPIREAT'
+            echo 'k|NX XX GT LT|'
+        case 'PEXPIRETIME'
+            echo 'k||'
+        case 'PTTL'
+            echo 'k||'
         case 'RENAME'
             echo 'k||'
         case 'SCAN'
             echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-'
+        case 'TTL'
+            echo 'k||'
         case 'TYPE'
             echo 'k||'
         case 'UNLINK'
@@ -151,7 +169,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
+            printf '%s\n' CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -201,7 +219,7 @@ function __xs_args
             printf '%s\n' --db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x
             return
         end
-        set -l names CONFIG COPY DEL EXISTS KEYS RENAME SCAN TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
+        set -l names CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
         printf '%s\n' $names archive compact completion export help import info ls redrive restore save serve tail trim worker
         return

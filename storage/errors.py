@@ -98,6 +98,24 @@ def no_such_key():
     return RedisError("ERR no such key")
 
 
+def invalid_expire_time(command):
+    """EXPIRE and its family: the time overflows (Redis names the command
+    as it names it, lower case)."""
+    return RedisError("ERR invalid expire time in '%s' command" % command)
+
+
+def unsupported_option(opt):
+    return RedisError("ERR Unsupported option %s" % _s(opt))
+
+
+def expire_nx_and_other():
+    return RedisError("ERR NX and XX, GT or LT options at the same time are not compatible")
+
+
+def expire_gt_and_lt():
+    return RedisError("ERR GT and LT options at the same time are not compatible")
+
+
 def same_object():
     return RedisError("ERR source and destination objects are the same")
 
@@ -322,6 +340,17 @@ def min_idle_negative():
 def nogroup_xreadgroup(key, group):
     return RedisError("NOGROUP No such key '%s' or consumer group '%s' in XREADGROUP with GROUP option"
                       % (_s(key), _s(group)))
+
+
+def unblocked_key_gone():
+    """A client blocked in XREADGROUP whose stream was deleted (DEL, or its
+    TTL passed): Redis 7's reply, then the client is unblocked."""
+    return RedisError("UNBLOCKED the stream key no longer exists")
+
+
+def unblocked_group_gone():
+    """A client blocked in XREADGROUP whose group was destroyed."""
+    return RedisError("NOGROUP the consumer group this client was blocked on no longer exists")
 
 
 def nogroup_key(key, group):

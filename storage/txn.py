@@ -377,6 +377,29 @@ class Txn:
         """RENAME."""
         return self._write(keyspace.rename, src, dst)
 
+    def expire(self, name: bytes, when: int, relative: bool, flag: int, command: str) -> int:
+        """EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: ``when`` in ms, from now
+        (``relative``) or from the epoch; ``flag``: keyspace.NX, XX, GT,
+        LT or 0; ``command``: the name its error shows."""
+        return self._write(keyspace.expire, name, when, relative, flag, command)
+
+    def expire_time(self, name: bytes) -> int:
+        """The key's expiry time, Unix ms; -1 without one, -2 if missing."""
+        return self._read(keyspace.expire_time, name)
+
+    def reap_expired(self, limit: int) -> int:
+        """Remove up to ``limit`` streams whose TTL has passed: how many (a
+        read transaction only counts them)."""
+        return self._write(keyspace.reap_expired, limit)
+
+    def expires(self) -> int:
+        """How many streams have a TTL (INFO keyspace)."""
+        return self._read(_expires)
+
+    def persist(self, name: bytes) -> int:
+        """PERSIST: 1 if a TTL was removed."""
+        return self._write(keyspace.persist, name)
+
     def copy(self, src: bytes, dst: bytes, replace: bool = False) -> int:
         """COPY: 1 if ``dst`` was made a copy of ``src``, else 0."""
         from storage.verbs.copy import copy
@@ -426,6 +449,10 @@ def _group_names(p, name):
 
 def _stream_names(p):
     return [name for _, name in p.streams.names()]
+
+
+def _expires(p):
+    return p.expiry.count()
 
 
 def _change_counters(p, names):

@@ -481,7 +481,26 @@ class Gen:
             return [self.word(b"RENAME"), self.key(), self.key()]
         if x < 0.96:
             return [self.word(b"COPY"), self.key(), self.key()] + ([self.word(b"REPLACE")] if self.p(0.4) else [])
-        return [self.word(b"UNLINK")] + [self.key() for _ in range(self.r.choice((1, 2)))]
+        if x < 0.97:
+            return [self.word(b"UNLINK")] + [self.key() for _ in range(self.r.choice((1, 2)))]
+        return self.c_expire()
+
+    def c_expire(self):
+        """Key expiry with times that do not depend on the clock: far off
+        (2100 and later) or already past (deletes now)."""
+        x = self.r.random()
+        conds = [self.word(c) for c in (b"NX", b"XX", b"GT", b"LT") if self.p(0.15)]
+        if x < 0.35:
+            return [self.word(b"PEXPIREAT"), self.key(), self.pick([b"4102444800000", b"4102444800499",
+                                                                    b"4102444900000", b"1", b"0", b"-5", b"x"])] + conds
+        if x < 0.5:
+            return [self.word(b"EXPIREAT"), self.key(), self.pick([b"4102444800", b"4102444700", b"100",
+                                                                   b"9223372036854776"])] + conds
+        if x < 0.6:
+            return [self.word(b"EXPIRE"), self.key(), self.pick([b"0", b"-1", b"9223372036854775807", b"1.5"])] + conds
+        if x < 0.85:
+            return [self.word(self.pick([b"EXPIRETIME", b"PEXPIRETIME"])), self.key()]
+        return [self.word(b"PERSIST"), self.key()]
 
     def c_junk(self):
         x = self.r.random()
@@ -537,7 +556,7 @@ class Gen:
 
     CLASSIC = [(22, "c_xadd"), (4, "c_xtrim"), (4, "c_xdel"), (8, "c_xrange"), (3, "c_xlen"), (5, "c_xread"),
                (10, "c_xreadgroup"), (5, "c_xack"), (9, "c_xgroup"), (5, "c_xpending"), (4, "c_xclaim"),
-               (4, "c_xautoclaim"), (6, "c_xinfo"), (2, "c_xsetid"), (6, "c_keyspace"), (2, "c_junk")]
+               (4, "c_xautoclaim"), (6, "c_xinfo"), (2, "c_xsetid"), (6, "c_keyspace"), (2, "c_expire"), (2, "c_junk")]
     REDIS8 = [(4, "c_xdelex"), (4, "c_xackdel"), (4, "c_xnack"), (2, "c_xcfgset"), (1, "c_xidmprecord")]
 
     def command(self):
@@ -726,10 +745,12 @@ def redis8_only(argv):
 
 NAMES = {"XADD", "XTRIM", "XDEL", "XDELEX", "XRANGE", "XREVRANGE", "XLEN", "XREAD", "XREADGROUP", "XACK", "XACKDEL",
          "XNACK", "XGROUP", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID", "XCFGSET", "XIDMPRECORD", "DEL",
-         "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "UNLINK"}
+         "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "UNLINK", "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT",
+         "EXPIRETIME", "PEXPIRETIME", "PERSIST"}
 SUBS = {"CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER", "HELP", "STREAM", "GROUPS", "CONSUMERS"}
 WRITES = {b"XADD", b"XTRIM", b"XDEL", b"XDELEX", b"XACKDEL", b"XNACK", b"XCFGSET", b"XIDMPRECORD", b"XSETID",
-          b"XREADGROUP", b"XACK", b"XGROUP", b"XCLAIM", b"XAUTOCLAIM", b"DEL", b"RENAME", b"COPY", b"UNLINK"}
+          b"XREADGROUP", b"XACK", b"XGROUP", b"XCLAIM", b"XAUTOCLAIM", b"DEL", b"RENAME", b"COPY", b"UNLINK",
+          b"EXPIRE", b"PEXPIRE", b"EXPIREAT", b"PEXPIREAT", b"PERSIST"}
 
 
 # ============================================================ normalising

@@ -123,6 +123,8 @@ def _stream_to_redis(tx, r, name, size, st, notes, progress):
                 progress("export", st.entries, None)
     if not setid_done:
         _setid(p, name, meta)
+    if meta is not None and "expire-at" in meta:        # the TTL goes with the stream
+        p.execute_command("PEXPIREAT", name, meta["expire-at"])
     flush()
 
 
@@ -233,9 +235,13 @@ def _b2i(v):
 
 def _redis_meta(r, name, s):
     info = _pairs(r.execute_command("XINFO", "STREAM", name))
-    yield {"type": "stream", "stream": s, "last-id": info["last-generated-id"].decode(),
-           "max-deleted-id": info.get("max-deleted-entry-id", b"0-0").decode(),
-           "entries-added": int(info.get("entries-added", info["length"]))}
+    line = {"type": "stream", "stream": s, "last-id": info["last-generated-id"].decode(),
+            "max-deleted-id": info.get("max-deleted-entry-id", b"0-0").decode(),
+            "entries-added": int(info.get("entries-added", info["length"]))}
+    at = int(r.execute_command("PTTL", name))           # the TTL comes with the stream (PTTL: any Redis)
+    if at >= 0:
+        line["expire-at"] = int(time.time() * 1000) + max(at, 1)
+    yield line
     groups = [_pairs(g) for g in r.execute_command("XINFO", "GROUPS", name)]
     if not groups:
         return

@@ -33,7 +33,8 @@ FAMILIES = [
      ["XGROUP", "XREADGROUP", "XACK", "XACKDEL", "XNACK", "XPENDING", "XCLAIM", "XAUTOCLAIM"]),
     ("keyspace", "keyspace", "keyspace commands",
      "The keyspace: every key is a stream.",
-     ["DEL", "UNLINK", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "CONFIG"]),
+     ["DEL", "UNLINK", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "EXPIRE", "PEXPIRE", "EXPIREAT",
+      "PEXPIREAT", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST", "CONFIG"]),
 ]
 
 PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never shadow one): "
@@ -269,6 +270,49 @@ DOCS = {
         "database.",
         "6.2.0", "O(N) in the entries and pending entries copied.",
         [_ENTRY, "COPY events events-backup", "COPY events events-backup REPLACE"]),
+    "EXPIRE": (
+        "Give a stream a time to live in seconds: once it passes, the stream is gone for every "
+        "command and every process, as if deleted (a time of 0 or less deletes it now). NX: "
+        "only if it has no TTL; XX: only if it has one; GT / LT: only if the new time is later "
+        "/ earlier (no TTL counts as forever). Prints 1, or 0 when the key is missing or the "
+        "condition fails. RENAME and COPY carry the TTL; other writes keep it; PERSIST removes it.",
+        "1.0.0", "O(1).",
+        [_ENTRY, "EXPIRE events 3600", "EXPIRE events 7200 GT"]),
+    "PEXPIRE": (
+        "EXPIRE in milliseconds.",
+        "2.6.0", "O(1).",
+        [_ENTRY, "PEXPIRE events 90000"]),
+    "EXPIREAT": (
+        "EXPIRE at a Unix time in seconds (a time already past deletes the stream now).",
+        "1.2.0", "O(1).",
+        [_ENTRY, "EXPIREAT events 4102444800", "EXPIRETIME events"]),
+    "PEXPIREAT": (
+        "EXPIREAT in milliseconds.",
+        "2.6.0", "O(1).",
+        [_ENTRY, "PEXPIREAT events 4102444800000 NX", "PEXPIRETIME events"]),
+    "TTL": (
+        "The seconds until a stream expires (rounded); -1 when it has no TTL, -2 when it does "
+        "not exist.",
+        "1.0.0", "O(1).",
+        [_ENTRY, "TTL events", "TTL no-such-stream"]),
+    "PTTL": (
+        "TTL in milliseconds.",
+        "2.6.0", "O(1).",
+        [_ENTRY, "PTTL events"]),
+    "EXPIRETIME": (
+        "The Unix time in seconds at which a stream expires; -1 when it has no TTL, -2 when it "
+        "does not exist.",
+        "7.0.0", "O(1).",
+        [_ENTRY, "EXPIREAT events 4102444800", "EXPIRETIME events"]),
+    "PEXPIRETIME": (
+        "EXPIRETIME in milliseconds.",
+        "7.0.0", "O(1).",
+        [_ENTRY, "PEXPIREAT events 4102444800123", "PEXPIRETIME events"]),
+    "PERSIST": (
+        "Remove a stream's TTL: it no longer expires. Prints 1, or 0 when it had none or does "
+        "not exist.",
+        "2.2.0", "O(1).",
+        [_ENTRY, "EXPIRE events 3600", "PERSIST events", "TTL events"]),
     "CONFIG": (
         "The store's settings: CONFIG GET and CONFIG SET of the listpack node sizes "
         "(stream-node-max-entries, stream-node-max-bytes) and of the idempotent-production "

@@ -20,7 +20,9 @@ used for data):
                                              Redis would have them, by master
                                              ID (storage.parts.nodes)
   meta      name -> value                    format version, counters,
-                                             per-stream change counters
+                                             per-stream change counters,
+                                             the expiry index (``e`` + time
+                                             + name key -> name)
 
 ``sid``, ``gid`` and ``cid`` are 64-bit numbers handed out once from
 counters in ``meta``: a stream's entries and groups hang off its number,

@@ -146,3 +146,18 @@ COUNTER_SID, COUNTER_GID, COUNTER_CID, COUNTER_NACK = b"next-sid", b"next-gid", 
 def change_counter_key(name):
     """meta: the change counter of stream ``name`` (blocking readers)."""
     return b"v" + name_key(name)
+
+
+EXPIRY_PREFIX = b"e"
+
+
+def expiry_key(at, name):
+    """meta: the expiry index, one key per stream with a TTL: ``e``, the
+    time (Unix ms, big-endian, so the keys run in time order), the name
+    key (the value is the full name)."""
+    return EXPIRY_PREFIX + U64.pack(at) + name_key(name)
+
+
+def expiry_time(key):
+    """The time of an expiry index key."""
+    return U64.unpack_from(key, 1)[0]

@@ -31,6 +31,7 @@ class StreamMeta:
                  "idmp_stats",     # [pids tracked, iids tracked, iids added, duplicates]
                  "idmp_cfg",       # True once XCFGSET or IDMP touched the stream
                  "nodes_from",     # first entry ID not yet in the ``nodes`` table, or None
+                 "expire_at",      # when the key expires, Unix ms (EXPIRE ...), or None
                  "name")           # full name, kept only for hashed name keys
 
     def __init__(self, sid, name=None):
@@ -43,6 +44,7 @@ class StreamMeta:
         self.idmp_stats = [0, 0, 0, 0]
         self.idmp_cfg = False
         self.nodes_from = None
+        self.expire_at = None
         self.name = name
 
     def encode(self):
@@ -52,6 +54,8 @@ class StreamMeta:
              "idmp-stats": self.idmp_stats, "idmp-cfg": self.idmp_cfg, "name": self.name}
         if self.nodes_from is not None:
             d["nodes-from"] = self.nodes_from
+        if self.expire_at is not None:
+            d["expire-at"] = self.expire_at
         return packb(d)
 
     @classmethod
@@ -68,6 +72,7 @@ class StreamMeta:
         m.idmp_cfg = d.get("idmp-cfg", False)
         nf = d.get("nodes-from")
         m.nodes_from = _pair(nf) if nf is not None else None
+        m.expire_at = d.get("expire-at")
         return m
 
     @classmethod

@@ -15,7 +15,8 @@ are not UTF-8) as those bytes.  With
 types carrying everything a snapshot carries:
 
     {"type": "stream", "stream", "last-id", "max-deleted-id", "entries-added",
-     "idmp-configured", "idmp-duration", "idmp-maxsize", "iids-added", "iids-duplicates"}
+     "idmp-configured", "idmp-duration", "idmp-maxsize", "iids-added", "iids-duplicates",
+     "expire-at" (Unix ms, only for a stream with a TTL)}
     {"type": "iid", "stream", "producer", "iid", "id"}
     {"type": "group", "stream", "group", "last-delivered-id", "entries-read"}
     {"type": "consumer", "stream", "group", "consumer", "seen-time", "active-time"}
@@ -193,6 +194,8 @@ def export_records(tx, names=None, meta=False):
                                    "entries-added": v["entries-added"], "idmp-configured": v["idmp-configured"],
                                    "idmp-duration": v["idmp-duration"], "idmp-maxsize": v["idmp-maxsize"],
                                    "iids-added": v["iids-added"], "iids-duplicates": v["iids-duplicates"]}
+                    if "expire-at" in v:
+                        stream_line["expire-at"] = v["expire-at"]
                     continue
                 if stream_line is not None:
                     yield stream_line
@@ -274,7 +277,7 @@ def load_record(rec, where):
         return "entry", where, name, i, [dec(f, "field") for f in fields]
     if t == "stream":
         meta = {k: rec[k] for k in ("entries-added", "idmp-configured", "idmp-duration", "idmp-maxsize",
-                                    "iids-added", "iids-duplicates") if k in rec}
+                                    "iids-added", "iids-duplicates", "expire-at") if k in rec}
         meta["last-id"] = id_parse(rec.get("last-id"), "last-id")
         meta["max-deleted-id"] = id_parse(rec.get("max-deleted-id", "0-0"), "max-deleted-id")
         return "stream", where, name, meta

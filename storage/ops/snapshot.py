@@ -188,12 +188,15 @@ def _save_stream(tx, w, name):
                 w.entries += len(r[1])
             elif kind == "stream":
                 meta = r[1]
-                rec(STREAM, pack({
+                smap = {
                     "name": name, "length": meta["length"], "last-id": list(meta["last-id"]),
                     "max-deleted-id": list(meta["max-deleted-id"]), "entries-added": meta["entries-added"],
                     "idmp-configured": meta["idmp-configured"], "idmp-duration": meta["idmp-duration"],
                     "idmp-maxsize": meta["idmp-maxsize"], "iids-added": meta["iids-added"],
-                    "iids-duplicates": meta["iids-duplicates"]}))
+                    "iids-duplicates": meta["iids-duplicates"]}
+                if "expire-at" in meta:
+                    smap["expire-at"] = meta["expire-at"]
+                rec(STREAM, pack(smap))
             elif kind == "iid":
                 _, pk, ik, i = r
                 if pk != producer:
@@ -506,7 +509,8 @@ def records(f, progress=None, total=None):
                  "idmp_duration": _int(d, "idmp-duration", t, 1, I64, 100),
                  "idmp_maxsize": _int(d, "idmp-maxsize", t, 1, I64, 100),
                  "iids_added": _int(d, "iids-added", t, 0, I64, 0),
-                 "iids_duplicates": _int(d, "iids-duplicates", t, 0, I64, 0)}
+                 "iids_duplicates": _int(d, "iids-duplicates", t, 0, I64, 0),
+                 "expire_at": _int(d, "expire-at", t, 1, I64) if "expire-at" in d else None}
             if s["entries_added"] < s["length"]:
                 raise _bad("stream has more entries than it ever added")
             if s["max_deleted"] > s["last_id"]:
@@ -673,7 +677,8 @@ def load_records(recs):
             meta = (where, {"last-id": v["last_id"], "max-deleted-id": v["max_deleted"],
                             "entries-added": v["entries_added"], "idmp-configured": v["idmp_cfg"],
                             "idmp-duration": v["idmp_duration"], "idmp-maxsize": v["idmp_maxsize"],
-                            "iids-added": v["iids_added"], "iids-duplicates": v["iids_duplicates"]})
+                            "iids-added": v["iids_added"], "iids-duplicates": v["iids_duplicates"],
+                            "expire-at": v["expire_at"]})
         elif t == PRODUCER:
             producer = v
         elif t == IID:

@@ -14,7 +14,12 @@ the same transaction as the change.
 
 Invariant: a stream's record says how many entries it holds (``length``)
 and which number (``sid``) its data hangs off; the record goes away
-only together with that data (keyspace.delete_keys).
+only together with that data (keyspace.delete_keys, Parts.flush).
+
+A stream whose expiry time (``expire_at``) has passed is absent: ``get``
+answers None and the walkers leave it out; ``get`` keeps its record in
+``expired`` so that the writer that saw it removes its data with it
+(Parts.flush; storage.parts.expiry).
 """
 from storage import codec
 
@@ -24,10 +29,12 @@ _ABSENT = object()
 class StreamTable:
     """Stream records of one verb."""
 
-    __slots__ = ("_kv", "_db", "_meta", "_cache", "_raw", "_touched", "_idmp")
+    __slots__ = ("_kv", "_db", "_meta", "_cache", "_raw", "_touched", "_idmp", "_now", "expired")
 
-    def __init__(self, kv):
+    def __init__(self, kv, now=0):
         self._kv = kv
+        self._now = now           # the verb's clock (ms): what has expired
+        self.expired = {}         # name -> record of a stream found expired
         self._db = kv.db(b"keys")
         self._meta = kv.db(b"meta")
         self._cache = {}          # name -> StreamMeta, or None if absent
@@ -44,6 +51,9 @@ class StreamTable:
             return m
         raw = self._kv.get(self._db, codec.name_key(name))
         m = codec.StreamMeta.decode(raw) if raw is not None else None
+        if m is not None and self._gone(m):
+            self.expired[name] = m
+            m = None
         self._cache[name] = m
         self._raw[name] = raw
         return m
@@ -90,18 +100,37 @@ class StreamTable:
 
     def names(self, start=b""):
         """(name key, name) of every stream from name key ``start`` on, in
-        key order, as stored (the verbs that walk names create and delete
-        no streams)."""
+        key order, as stored, without the expired ones (the verbs that
+        walk names create and delete no streams)."""
+        dead = self._dead()
         for k, v in self._kv.iter_prefix(self._db, b"", start=start or None):
             name = codec.name_from_key(k)
-            yield k, (name if name is not None else codec.StreamMeta.decode(v).name)
+            if name is None or name in dead:
+                m = codec.StreamMeta.decode(v)
+                if self._gone(m):
+                    continue
+                name = m.name if name is None else name
+            yield k, name
 
     def records(self):
-        """(name, record) of every stream, in key order, as stored."""
+        """(name, record) of every stream, in key order, as stored,
+        without the expired ones."""
         for k, v in self._kv.iter_prefix(self._db, b""):
             m = codec.StreamMeta.decode(v)
-            name = codec.name_from_key(k)
-            yield (name if name is not None else m.name), m
+            if not self._gone(m):
+                name = codec.name_from_key(k)
+                yield (name if name is not None else m.name), m
+
+    def _gone(self, m):
+        return m.expire_at is not None and m.expire_at <= self._now
+
+    def _dead(self):
+        """The names the expiry index says have expired (usually none, so
+        the walk need not decode records to know)."""
+        if self._kv.first_key(self._meta, codec.EXPIRY_PREFIX) is None:
+            return ()
+        from storage.parts.expiry import Expiry
+        return Expiry(self._kv).expired_names(self._now)
 
     # -------------------------------------------------------------- counters
 

@@ -27,10 +27,13 @@ ENTRY_BATCH = 1000
 
 
 def stream_meta(m):
-    return {"length": m.length, "last-id": m.last_id, "max-deleted-id": m.max_deleted,
-            "entries-added": m.entries_added, "idmp-configured": bool(m.idmp_cfg),
-            "idmp-duration": m.idmp_duration, "idmp-maxsize": m.idmp_maxsize,
-            "iids-added": m.idmp_stats[2], "iids-duplicates": m.idmp_stats[3]}
+    d = {"length": m.length, "last-id": m.last_id, "max-deleted-id": m.max_deleted,
+         "entries-added": m.entries_added, "idmp-configured": bool(m.idmp_cfg),
+         "idmp-duration": m.idmp_duration, "idmp-maxsize": m.idmp_maxsize,
+         "iids-added": m.idmp_stats[2], "iids-duplicates": m.idmp_stats[3]}
+    if m.expire_at is not None:
+        d["expire-at"] = m.expire_at
+    return d
 
 
 class CorruptStore(Exception):

@@ -22,7 +22,8 @@ Kinds and their fields:
                                          last-id, max-deleted-id,
                                          entries-added, idmp-configured,
                                          idmp-duration, idmp-maxsize,
-                                         iids-added, iids-duplicates);
+                                         iids-added, iids-duplicates,
+                                         expire-at: Unix ms, optional);
                                          after its entries
   ("iid", where, name, pid key, iid key, id)         IDMP history
   ("group", where, name, group, last id, entries read)
@@ -171,7 +172,7 @@ class Loader:
             if not self.replace:
                 _fail(where, "stream %s already exists in the target store (use --replace to overwrite it)",
                       _text(name))
-            drop_stream(self.p, m)
+            drop_stream(self.p, m, name)
             self.p.streams.forget(name)
         self.p.streams.create(name)
         self._names.add(name)
@@ -228,6 +229,10 @@ class Loader:
         m.idmp_maxsize = _int(where, "idmp-maxsize", meta.get("idmp-maxsize", m.idmp_maxsize), 1, 10000)
         m.idmp_stats[2] = _int(where, "iids-added", meta.get("iids-added", m.idmp_stats[2]), 0, I64)
         m.idmp_stats[3] = _int(where, "iids-duplicates", meta.get("iids-duplicates", m.idmp_stats[3]), 0, I64)
+        if "expire-at" in meta:
+            at = meta["expire-at"]
+            self.p.expiry.set(_bytes(where, "stream name", name), m,
+                              None if at is None else _int(where, "expire-at", at, 1, I64))
 
     def _iid(self, where, name, pid_key, iid_key, i):
         m = self._stream_of(where, name)

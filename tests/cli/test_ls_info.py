@@ -62,12 +62,12 @@ def test_ls_json_fields_and_values(db):
     assert 120_000 <= age < 180_000
     assert ev == {"stream": "events", "length": 5, "first_id": "%d-1" % (t - 3600_000),
                   "last_id": "%d-0" % (t - 120_000), "last_generated_id": "%d-0" % (t - 120_000),
-                  "groups": 2, "pending": 6, "max_lag": 3}
+                  "groups": 2, "pending": 6, "max_lag": 3, "ttl_ms": None}
     assert rows["quiet"]["groups"] == 0 and rows["quiet"]["max_lag"] is None and rows["quiet"]["pending"] == 0
     assert rows["quiet"]["last_entry_age_ms"] > 10 ** 12           # 7 ms after the epoch
     assert rows["empty"] == {"stream": "empty", "length": 0, "first_id": None, "last_id": None,
                              "last_generated_id": "5-5", "groups": 0, "pending": 0, "max_lag": None,
-                             "last_entry_age_ms": None}
+                             "last_entry_age_ms": None, "ttl_ms": None}
 
 
 def test_ls_global_json_flag_and_globs(db):

@@ -93,6 +93,15 @@ def test_the_import_lines_run(sh):
                                                ["user", "u3", "note", "two words"]]
 
 
+def test_the_expire_example_runs(sh):
+    """docs/guide.md, Retention: a job's progress stream with a TTL."""
+    out = [sh(line) for line in marked_block(GUIDE, "expire example")]
+    assert [code for _, _, code in out] == [0, 0, 0], out
+    assert out[1][0] == "1\n" and out[2][0] in ("3600\n", "3599\n")
+    ls, _, _ = sh("xs ls --json")
+    assert 3_500_000 < json.loads(ls)[0]["ttl_ms"] <= 3_600_000
+
+
 def test_tail_json_into_import_copies_and_tail_greps_utf8(sh):
     sh("xs XADD s '*' city München a 1 && xs XADD s '*' city Paris")
     out, err, code = sh(in_docs("xs tail --json s | xs --db other import", GUIDE))

@@ -71,6 +71,16 @@ COMMANDS = {
     b"SCAN": _c("scan", -2, k.parse_scan, k.scan, False, "scan"),
     b"RENAME": _c("rename", 3, k.parse_rename, k.rename, True, "rename"),
     b"COPY": _c("copy", -3, k.parse_copy, k.copy, True, "copy"),
+    # key expiry
+    b"EXPIRE": _c("expire", -3, k.parse_expire, k.expire, True, "expire"),
+    b"PEXPIRE": _c("pexpire", -3, k.parse_pexpire, k.expire, True, "expire"),
+    b"EXPIREAT": _c("expireat", -3, k.parse_expireat, k.expire, True, "expire"),
+    b"PEXPIREAT": _c("pexpireat", -3, k.parse_pexpireat, k.expire, True, "expire"),
+    b"TTL": _c("ttl", 2, k.parse_ttl, k.ttl, False, "expire_time"),
+    b"PTTL": _c("pttl", 2, k.parse_pttl, k.ttl, False, "expire_time"),
+    b"EXPIRETIME": _c("expiretime", 2, k.parse_expiretime, k.ttl, False, "expire_time"),
+    b"PEXPIRETIME": _c("pexpiretime", 2, k.parse_pexpiretime, k.ttl, False, "expire_time"),
+    b"PERSIST": _c("persist", 2, k.parse_persist, k.persist, True, "persist"),
 }
 
 SUBCOMMANDS = {

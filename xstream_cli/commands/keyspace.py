@@ -1,4 +1,5 @@
-"""Keyspace commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME.
+"""Keyspace commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, COPY, the
+EXPIRE / TTL family, CONFIG.
 ``parse_<cmd>(argv)`` returns the engine verb's arguments; ``<cmd>(tx,
 *args)`` makes the call and returns the reply value."""
 from storage import errors
@@ -146,6 +147,120 @@ def parse_copy(argv):
 
 def copy(tx, src, dst, replace):
     return tx.copy(src, dst, replace)
+
+
+# ================================================================== expiry
+# EXPIRE and its family (storage.verbs.keyspace.expire): a stream with a
+# TTL is gone for every command and every process once its time passes.
+
+_EXPIRE_FLAGS = {b"NX": 1, b"XX": 2, b"GT": 4, b"LT": 8}     # storage.verbs.keyspace's NX, XX, GT, LT
+
+
+def _parse_expire(argv, unit_ms, relative, command):
+    """key, time in ms, relative, flag, command name: the conditions are
+    checked before the time, as Redis's expireGenericCommand does."""
+    flag = 0
+    for opt in argv[3:]:
+        f = _EXPIRE_FLAGS.get(opt.upper())
+        if f is None:
+            raise errors.unsupported_option(opt)
+        flag |= f
+    if flag & 1 and flag & 14:
+        raise errors.expire_nx_and_other()
+    if flag & 4 and flag & 8:
+        raise errors.expire_gt_and_lt()
+    when = ll(argv[2])
+    if unit_ms == 1000:
+        if not -(_LLONG_MAX // 1000) <= when <= _LLONG_MAX // 1000:
+            raise errors.invalid_expire_time(command)
+        when *= 1000
+    return argv[1], when, relative, flag, command
+
+
+def parse_expire(argv):
+    """EXPIRE key seconds [NX | XX | GT | LT]
+
+    The stream is deleted after this many seconds (now, if the number is
+    0 or negative).  NX: only if it has no TTL; XX: only if it has one;
+    GT / LT: only if the new time is later / earlier (no TTL counts as
+    forever).  1 if set, 0 if the key is missing or the condition fails."""
+    return _parse_expire(argv, 1000, True, "expire")
+
+
+def parse_pexpire(argv):
+    """PEXPIRE key milliseconds [NX | XX | GT | LT]
+
+    EXPIRE in milliseconds."""
+    return _parse_expire(argv, 1, True, "pexpire")
+
+
+def parse_expireat(argv):
+    """EXPIREAT key unix-time-seconds [NX | XX | GT | LT]
+
+    EXPIRE at a Unix time (a time past deletes the stream now)."""
+    return _parse_expire(argv, 1000, False, "expireat")
+
+
+def parse_pexpireat(argv):
+    """PEXPIREAT key unix-time-milliseconds [NX | XX | GT | LT]
+
+    EXPIREAT in milliseconds."""
+    return _parse_expire(argv, 1, False, "pexpireat")
+
+
+def expire(tx, key, when, relative, flag, command):
+    return tx.expire(key, when, relative, flag, command)
+
+
+def parse_ttl(argv):
+    """TTL key
+
+    Seconds until the stream expires (rounded); -1 if it has no TTL, -2 if
+    it does not exist."""
+    return argv[1], False, False
+
+
+def parse_pttl(argv):
+    """PTTL key
+
+    TTL in milliseconds."""
+    return argv[1], True, False
+
+
+def parse_expiretime(argv):
+    """EXPIRETIME key
+
+    The Unix time (seconds) the stream expires at; -1 if it has no TTL, -2
+    if it does not exist."""
+    return argv[1], False, True
+
+
+def parse_pexpiretime(argv):
+    """PEXPIRETIME key
+
+    EXPIRETIME in milliseconds."""
+    return argv[1], True, True
+
+
+def ttl(tx, key, ms, absolute):
+    """Redis's ttlGenericCommand: a time already past shows as 0; seconds
+    are rounded to the nearest."""
+    at = tx.expire_time(key)
+    if at < 0:
+        return at
+    t = max(0, at if absolute else at - tx.now())
+    return t if ms else (t + 500) // 1000
+
+
+def parse_persist(argv):
+    """PERSIST key
+
+    Remove the stream's TTL: 1 if it had one, else 0."""
+    return (argv[1],)
+
+
+def persist(tx, key):
+    return tx.persist(key)
 
 
 # ================================================================== CONFIG

@@ -6,8 +6,9 @@ blocked clients (xstream_cli.server.engine, with a Canceller for a
 client that goes away).  The waiting itself is storage.blocking's one
 wait loop (``wait_until``); this module adds what a command needs on top:
 the dry run that spares a write transaction on wake-ups that serve
-nothing, the fair queue among a group's consumers, and CLAIM's wake-up
-when an entry becomes idle enough.
+nothing, the fair queue among a group's consumers, CLAIM's wake-up
+when an entry becomes idle enough, and the wake-up when a stream's TTL
+passes.
 
 Who imports it: xstream_cli.execution.session and xstream_cli.server.engine.
 """
@@ -74,11 +75,25 @@ def serve(store, cmd, args, w, cancel=None):
         try:
             return store.run(retry, write=True)
         except RedisError as e:
+            if w.group is not None and e.text.startswith("NOGROUP "):
+                return gone()
             return e
+
+    def gone():
+        """Why a blocked XREADGROUP can no longer be served, as Redis 7
+        tells its blocked client: its stream was deleted (or expired), or
+        its group destroyed."""
+        from storage import errors
+
+        def look(tx):
+            if any(tx.key_type(k) == "none" for k in w.keys):
+                return errors.unblocked_key_gone()
+            return errors.unblocked_group_gone()
+        return store.run(look, write=False)
 
     stale = [0]     # consecutive "claimable now" answers that served nothing
 
-    def next_wake():
+    def claim_wake():
         ms = store.run(lambda tx: tx.claim_wait_ms(w.keys, w.group, w.claim), write=False)
         if ms is None:
             return None
@@ -87,14 +102,27 @@ def serve(store, cmd, args, w, cancel=None):
         stale[0] = stale[0] + 1 if ms <= 0 else 0
         return max(ms, 1) / 1000.0 if not stale[0] else min(0.001 * 2 ** stale[0], 1.0)
 
+    def expiry_wake():
+        """Seconds until one of the streams expires (EXPIRE): nothing is
+        written then, yet the command's answer changes (XREADGROUP's
+        stream is gone), so look again at that moment."""
+        def soonest(tx):
+            times = [t for t in (tx.expire_time(k) for k in w.keys) if t > 0]
+            return (min(times) - tx.now()) if times else None
+        ms = store.run(soonest, write=False)
+        return None if ms is None else max(ms, 0) / 1000.0 + 0.001
+
+    def next_wake():
+        waits = [x for x in (claim_wake() if w.claim is not None else None, expiry_wake()) if x is not None]
+        return min(waits) if waits else None
+
     timeout_s = None if w.timeout_ms == 0 else w.timeout_ms / 1000.0
     queue = Queue(store, w.keys[0], w.group) if w.group is not None else None
     try:
         # one stream: the group's readers take turns (only the first in
         # line watches it); several: each watches them all
         turn = queue if queue is not None and len(w.keys) == 1 and queue.path is not None else None
-        return wait_until(store, w.keys, attempt, timeout_s, next_wake if w.claim is not None else None, cancel,
-                          turn=turn)
+        return wait_until(store, w.keys, attempt, timeout_s, next_wake, cancel, turn=turn)
     finally:
         if queue is not None:
             queue.leave()

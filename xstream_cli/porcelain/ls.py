@@ -5,8 +5,9 @@
 
 ``xs ls``: one row per stream (all of them, or those whose name matches
 a GLOB, Redis KEYS syntax): length, first and last entry ID, groups,
-pending entries (summed over the groups), the largest group lag and the
-age of the last entry (from its ID's milliseconds: "3m ago").  A GLOB
+pending entries (summed over the groups), the largest group lag, the
+age of the last entry (from its ID's milliseconds: "3m ago") and, when a
+listed stream has a TTL (EXPIRE), the time until it expires.  A GLOB
 without glob characters (* ? [ \\) names one stream, which must exist
 ("xs: no such stream: NAME", exit 1).  With --idle-consumers DURATION,
 one row per consumer idle longer than DURATION (XINFO CONSUMERS' idle
@@ -213,11 +214,12 @@ def _stream_rows(tx, names, now):
         age = None
         if last is not None:
             age = now - int(last.split(b"-")[0])
+        expires = tx.expire_time(name)
         out.append({"stream": name, "length": info.length, "first_id": id_text(first), "last_id": id_text(last),
                     "last_generated_id": id_text(info.last_generated_id), "groups": len(groups),
                     "pending": sum(g.pending for g in groups),
                     "max_lag": None if not lags or None in lags else max(lags),
-                    "last_entry_age_ms": age})
+                    "last_entry_age_ms": age, "ttl_ms": None if expires < 0 else max(0, expires - now)})
     return out
 
 
@@ -265,11 +267,15 @@ def run_ls(g, globs, idle, json_flag):
         return
     if mode == "json":
         return emit_json(_bytes_to_text(rows, ("stream",)))
-    emit_table(mode, ["STREAM", "LENGTH", "FIRST", "LAST", "GROUPS", "PENDING", "LAG", "LAST ENTRY"],
-               [(r["stream"], r["length"], r["first_id"] or "-", r["last_id"] or "-", r["groups"], r["pending"],
-                 "-" if not r["groups"] else ("?" if r["max_lag"] is None else r["max_lag"]),
-                 human_age(r["last_entry_age_ms"])) for r in rows],
-               {1, 4, 5, 6}, "no streams")
+    headers = ["STREAM", "LENGTH", "FIRST", "LAST", "GROUPS", "PENDING", "LAG", "LAST ENTRY"]
+    table = [[r["stream"], r["length"], r["first_id"] or "-", r["last_id"] or "-", r["groups"], r["pending"],
+              "-" if not r["groups"] else ("?" if r["max_lag"] is None else r["max_lag"]),
+              human_age(r["last_entry_age_ms"])] for r in rows]
+    if any(r["ttl_ms"] is not None for r in rows):        # EXPIRE: the column only when a stream has a TTL
+        headers.append("EXPIRES IN")
+        for row, r in zip(table, rows):
+            row.append("-" if r["ttl_ms"] is None else human_ms(r["ttl_ms"]))
+    emit_table(mode, headers, table, {1, 4, 5, 6}, "no streams")
 
 
 # ------------------------------------------------------------------ xs info
@@ -333,11 +339,13 @@ def register(cli):
         characters must exist.  Columns: LENGTH, FIRST and LAST entry
         IDs, GROUPS, PENDING (over all groups), LAG (the largest group
         lag; ? when a group's lag is unknown), LAST ENTRY (age of the
-        last entry, from its ID).
+        last entry, from its ID), and EXPIRES IN when a listed stream has
+        a TTL (EXPIRE).
         \b
         --json: [{"stream", "length", "first_id", "last_id",
         "last_generated_id", "groups", "pending", "max_lag",
-        "last_entry_age_ms"}, ...] (null where there is no value).
+        "last_entry_age_ms", "ttl_ms"}, ...] (null where there is no
+        value).
         --idle-consumers D: [{"stream", "group", "consumer", "idle_ms",
         "inactive_ms", "pending"}, ...] for consumers idle longer than D.
         A rich table on a terminal, plain columns when piped.

@@ -33,6 +33,11 @@ The counts are taken when a stream's trim starts.  DURATION is a number
 and a unit: 500ms, 90s, 30m, 12h, 7d, 2w, or a sum such as 1h30m; a bad
 one is a usage error (exit 2).
 
+Streams whose TTL has passed (EXPIRE) are already gone for every
+command; xs trim also removes what is left of them on disk (a writer
+removes a few at a time) and says how many (``expired: removed 3
+streams past their TTL``; "expired_streams" in --json).
+
 --idle-consumers D deletes, in every group of the selected streams, the
 consumers idle longer than D (XINFO CONSUMERS' idle: since the last read
 or claim attempt) that own no pending entries (XGROUP DELCONSUMER, which
@@ -62,7 +67,7 @@ mailer: 5 not yet delivered, 2 pending)`` when groups held entries back;
 ``; deleted idle consumers g/c1, g/c2`` when there were some).  -q prints nothing when all is well, so cron
 mails only failures (on stderr, exit 1).  --json: one JSON object,
 {"dry_run", "drop_unacked", "removed", "left", "kept",
-"consumers_deleted", "streams": [{"stream", "removed", "left", "kept",
+"consumers_deleted", "expired_streams", "streams": [{"stream", "removed", "left", "kept",
 "groups": [{"group", "undelivered", "pending"}], "consumers_deleted":
 [{"group", "consumer", "idle_ms"}]}]}.
 """
@@ -83,6 +88,7 @@ from xstream_cli.porcelain.ls import (
 )
 
 BATCH = 10000            # entries per write transaction (Redis's default LIMIT for ~)
+REAP_BATCH = 100         # expired streams removed per write transaction
 
 
 # ------------------------------------------------------------------ trimming
@@ -296,6 +302,7 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag, 
     args = [os.fsencode(s) for s in streams]
     store = open_existing(g, write=not dry)
     try:
+        expired = reap_expired(store, dry)
         if dry:
             def look(tx):
                 names, missing = select_streams(tx, args)
@@ -327,11 +334,29 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag, 
     if quiet:
         return
     if as_json:
-        return emit_json(_json(results, dry, keep))
+        doc = _json(results, dry, keep)
+        doc["expired_streams"] = expired
+        return emit_json(doc)
     if dry:
         for r in results:
             _say(_summary(r, trimming, idle_ms is not None, True))
     _say(_total(results, trimming, idle_ms is not None, dry))
+    if expired:
+        _say("expired: %s %s past their TTL" % ("would remove" if dry else "removed", _plural(expired, "stream")))
+
+
+def reap_expired(store, dry):
+    """Remove the data of every stream whose TTL has passed (no command
+    sees them; a writer removes a few at a time), REAP_BATCH streams a
+    transaction; with ``dry``, count them."""
+    if dry:
+        return store.run(lambda tx: tx.reap_expired(1 << 62))
+    total = 0
+    while True:
+        n = store.run(lambda tx: tx.reap_expired(REAP_BATCH), write=True)
+        total += n
+        if n < REAP_BATCH:
+            return total
 
 
 def register(cli):
@@ -366,7 +391,8 @@ def register(cli):
         acknowledged (not yet delivered to it, or pending) is kept, as
         XTRIM ... ACKED does, and the report says how many and for which
         group.  --drop-unacked removes them too, and says on stderr what
-        it took from each group (even with -q).
+        it took from each group (even with -q).  Streams past their TTL
+        (EXPIRE) are gone already; xs trim also frees their space.
         \b
         Prints "STREAM: removed N, M left" per stream and a total;
         -q: nothing unless something fails (stderr, exit 1).  A bad

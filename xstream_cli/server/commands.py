@@ -321,7 +321,7 @@ def _info_text(srv, sections, keyspace):
         "commandstats": srv.stats.commandstats(),
         "errorstats": srv.stats.errorstats(),
         "cluster": [("cluster_enabled", 0)],
-        "keyspace": [("db0", "keys=%d,expires=0,avg_ttl=0" % keyspace)] if keyspace else [],
+        "keyspace": [("db0", "keys=%d,expires=%d,avg_ttl=0" % keyspace)] if keyspace[0] else [],
     }
     # Redis's order; commandstats only when asked for, or with all / everything
     order = ["server", "clients", "persistence", "stats", "replication", "commandstats", "errorstats", "cluster",
@@ -351,7 +351,7 @@ def _info(srv, c, argv):
     sections = [a.decode("utf-8", "replace") for a in argv[1:]]
 
     def fn(tx):
-        return _info_text(srv, sections, len(tx.stream_names()))
+        return _info_text(srv, sections, (len(tx.stream_names()), tx.expires()))
     return Item(fn=fn)
 
 
