@@ -14,6 +14,7 @@ _xs_spec() {
         'CONFIG SET') echo '||' ;;
         'COPY') echo '|DB REPLACE|DB:-' ;;
         'DEL') echo 'k*||' ;;
+        'DUMP') echo 'k||' ;;
         'EXISTS') echo 'k*||' ;;
         'EXPIRE') echo 'k|NX XX GT LT|' ;;
         'EXPIREAT') echo 'k|NX XX GT LT|' ;;
@@ -25,6 +26,7 @@ _xs_spec() {
         'PEXPIRETIME') echo 'k||' ;;
         'PTTL') echo 'k||' ;;
         'RENAME') echo 'k||' ;;
+        'RESTORE') echo 'k|REPLACE ABSTTL IDLETIME FREQ|IDLETIME:- FREQ:-' ;;
         'SCAN') echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-' ;;
         'TTL') echo 'k||' ;;
         'TYPE') echo 'k||' ;;
@@ -72,7 +74,7 @@ _xs_pspec() {
         ls) echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-' ;;
         redrive) echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-' ;;
         restore) echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-' ;;
-        save) echo 'f|--db --help --no-sync --quiet --stream -q|--stream:k --db:-' ;;
+        save) echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-' ;;
         serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-' ;;
         tail) echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-' ;;
         trim) echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-' ;;
@@ -96,7 +98,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -125,7 +127,7 @@ _xs() {
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W '--db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x' -- "$cur")); return
         fi
-        local names='CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
+        local names='CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
         COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls redrive restore save serve tail trim worker" -- "$cur"))
         return

@@ -22,6 +22,8 @@ function __xs_spec
             echo '|DB REPLACE|DB:-'
         case 'DEL'
             echo 'k*||'
+        case 'DUMP'
+            echo 'k||'
         case 'EXISTS'
             echo 'k*||'
         case 'EXPIRE'
@@ -44,6 +46,8 @@ function __xs_spec
             echo 'k||'
         case 'RENAME'
             echo 'k||'
+        case 'RESTORE'
+            echo 'k|REPLACE ABSTTL IDLETIME FREQ|IDLETIME:- FREQ:-'
         case 'SCAN'
             echo '|MATCH COUNT TYPE|MATCH:- COUNT:- TYPE:-'
         case 'TTL'
@@ -134,7 +138,7 @@ function __xs_pspec
         case restore
             echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-'
         case save
-            echo 'f|--db --help --no-sync --quiet --stream -q|--stream:k --db:-'
+            echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-'
         case serve
             echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-'
         case tail
@@ -169,7 +173,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
+            printf '%s\n' CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -219,7 +223,7 @@ function __xs_args
             printf '%s\n' --db --help --json --jsonl --no-raw --no-sync --pretty --raw --version -h -i -r -x
             return
         end
-        set -l names CONFIG COPY DEL EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
+        set -l names CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
         printf '%s\n' $names archive compact completion export help import info ls redrive restore save serve tail trim worker
         return

@@ -447,6 +447,46 @@ def nack_ids_expected():
     return RedisError("ERR syntax error, expected IDS keyword")
 
 
+# --------------------------------------------- DUMP / RESTORE (issue 26, item 7)
+# Redis's cluster.c (restoreCommand, verifyDumpPayload) and server.c
+# (shared.busykeyerr), word for word; then the two xs adds.
+
+def busykey():
+    return RedisError("BUSYKEY Target key name already exists.")
+
+
+def invalid_ttl():
+    return RedisError("ERR Invalid TTL value, must be >= 0")
+
+
+def invalid_idletime():
+    return RedisError("ERR Invalid IDLETIME value, must be >= 0")
+
+
+def invalid_freq():
+    return RedisError("ERR Invalid FREQ value, must be >= 0 and <= 255")
+
+
+def dump_payload_wrong():
+    return RedisError("ERR DUMP payload version or checksum are wrong")
+
+
+def bad_data_format():
+    return RedisError("ERR Bad data format")
+
+
+def restore_not_stream(type_name):
+    """A valid payload of a type xs does not hold (it holds streams only)."""
+    return RedisError("ERR Bad data format: the payload holds a %s, and xs stores only streams" % type_name)
+
+
+def dump_nacked(group):
+    """DUMP writes Redis 7.0's stream type, which has no place for the
+    NACKed entries of Redis 8.10 (XNACK)."""
+    return RedisError("ERR DUMP cannot carry the NACKed entries of group '%s' (Redis 7.0's serialization has "
+                      "no place for them): claim them (XCLAIM) first" % _s(group))
+
+
 # ---------------------------------------------------------------- script mode
 
 def line_too_long(n, limit):

@@ -224,3 +224,18 @@ class NackOptions(_Options):
         ("force", False),
         ("deferred", None),    # any argument error: raised once the group exists
     )
+
+
+# ------------------------------------------------- RESTORE (issue 26, item 7)
+
+class RestoreOptions(_Options):
+    """RESTORE's options (the key and the payload are arguments of their own)."""
+    __slots__ = ("ttl", "replace", "absttl", "idletime", "freq", "deferred")
+    FIELDS = (
+        ("ttl", 0),            # ms: from now, or Unix ms with ``absttl``; 0: no TTL
+        ("replace", False),
+        ("absttl", False),
+        ("idletime", None),    # IDLETIME / FREQ: checked as Redis does, then unused
+        ("freq", None),        # (xs keeps no LRU / LFU data)
+        ("deferred", None),    # a TTL that is not an integer: raised after the key check
+    )

@@ -65,6 +65,7 @@ if False:  # typing only (not imported at run time)
         PendingOptions,
         RangeOptions,
         ReadOptions,
+        RestoreOptions,
         SetIdOptions,
         StreamInfoOptions,
         TrimOptions,
@@ -435,6 +436,34 @@ class Txn:
         """Put saved state back (storage.verbs.load): all or nothing."""
         from storage.verbs.load import load
         return self._write(load, records, replace)
+
+    # ============== Redis's serialization: DUMP, RESTORE, RDB files (issue 26)
+
+    def dump_value(self, name: bytes) -> "Optional[bytes]":
+        """DUMP: the stream as a Redis DUMP payload (RDB type 19, version
+        10: what Redis 7.0 and later restore), or None if missing."""
+        from storage.verbs.serialized import dump
+        return self._read(dump, name)
+
+    def restore_value(self, name: bytes, payload: bytes, opts: "RestoreOptions") -> None:
+        """RESTORE: a stream from a Redis DUMP payload (types 15, 19, 21)."""
+        from storage.verbs.serialized import restore
+        return self._write(restore, name, payload, opts)
+
+    def rdb_value(self, name: bytes) -> "Optional[Tuple[bytes, dict]]":
+        """The stream as an RDB file holds it (its type byte and value) and
+        what that does not carry ({"idmp": 0 or 1}); None if missing."""
+        from storage.verbs.serialized import stream_value
+        return self._read(stream_value, name)
+
+    def load_rdb_stream(self, name: bytes, rdbtype: int, reader: object, replace: bool = False,
+                        expire_at: "Optional[int]" = None) -> "Stats":
+        """One stream of an RDB file, its value read from ``reader``
+        (storage.codec.rdb.RdbReader) as it is loaded, with its TTL (Unix
+        ms); storage.codec.rdb.RdbError if the value is malformed or the
+        store cannot take it."""
+        from storage.verbs.serialized import load_rdb_stream
+        return self._write(load_rdb_stream, name, rdbtype, reader, replace, expire_at)
 
 
 def _last_generated_id(p, name):

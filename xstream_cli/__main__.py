@@ -27,7 +27,8 @@ def main(argv=None):
                 context.fail("-x reads the last argument of a Redis command from stdin "
                              "(cat payload.json | xs -x XADD events '*' payload)", context.EXIT_USAGE)
             rest = rest + [sys.stdin.buffer.read()]
-        if rest and is_command(rest[0]):
+        from xstream_cli.commands import porcelain_use
+        if rest and is_command(rest[0]) and (g.stdin_arg or not porcelain_use(rest)):
             from xstream_cli.runner import run_one
             return run_one(g, [a if isinstance(a, bytes) else os.fsencode(a) for a in rest])
         if g.repeat is not None or g.interval:

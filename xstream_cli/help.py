@@ -34,7 +34,8 @@ FAMILIES = [
     ("keyspace", "keyspace", "keyspace commands",
      "The keyspace: every key is a stream.",
      ["DEL", "UNLINK", "EXISTS", "TYPE", "KEYS", "SCAN", "RENAME", "COPY", "EXPIRE", "PEXPIRE", "EXPIREAT",
-      "PEXPIREAT", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST", "CONFIG"]),
+      "PEXPIREAT", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST", "CONFIG",
+      "DUMP", "RESTORE"]),
 ]
 
 PORCELAIN_BLURB = ("Commands that are not Redis names (lower case; they never shadow one): "
@@ -313,6 +314,25 @@ DOCS = {
         "not exist.",
         "2.2.0", "O(1).",
         [_ENTRY, "EXPIRE events 3600", "PERSIST events", "TTL events"]),
+    # DUMP / RESTORE (issue 26).  An example "-x CMD ..." takes its last
+    # argument from stdin, as redis-cli -x: there, the reply of the example
+    # before it (a payload holds NUL bytes, which no command line can).
+    "DUMP": (
+        "Print a stream in Redis's own serialization (RDB type 19, RDB version 10), for RESTORE "
+        "in xs or in Redis 7.0 and later; nil when the key does not exist. The payload is "
+        "binary: --raw prints it with a newline after it, as redis-cli does. Not carried: "
+        "consumers' active-time and the IDMP history (Redis 7.0 has no place for them); a "
+        "stream with NACKed entries is refused.",
+        "2.6.0", "O(N) in the entries, groups and pending entries of the stream.",
+        [_ENTRY, "DUMP events"]),
+    "RESTORE": (
+        "Make a stream from a DUMP payload of xs or of Redis 5 to 8.0 (its entries, counters, "
+        "groups, consumers and pending entries); REPLACE overwrites an existing key, ttl is "
+        "0 or a TTL in ms (ABSTTL: a Unix time in ms). A payload of another type is refused: "
+        "xs stores only streams. In a shell: xs --raw DUMP events | head -c -1 | "
+        "xs -x RESTORE events-copy 0.",
+        "2.6.0", "O(N) in the entries, groups and pending entries restored.",
+        [_ENTRY, "DUMP events", "-x RESTORE events-copy 0"]),
     "CONFIG": (
         "The store's settings: CONFIG GET and CONFIG SET of the listpack node sizes "
         "(stream-node-max-entries, stream-node-max-bytes) and of the idempotent-production "
@@ -420,6 +440,11 @@ def _click_help(name, cmd, usage_only=False):
         return ctx.get_usage() if usage_only else ctx.get_help()
 
 
+def _twins():
+    from xstream_cli.commands import TWINS
+    return TWINS
+
+
 def _porcelain_name(name):
     if not isinstance(name, str) or " " in name.strip():
         return None
@@ -449,6 +474,10 @@ def command_help(name):
     or a porcelain command ("tail"), or None if there is no such
     command."""
     r = _redis(name)
+    if isinstance(name, str) and name.strip() in _twins():   # "restore": the porcelain, "RESTORE": Redis's
+        p = name.strip()
+        return _click_help(p, porcelain()[p]).rstrip("\n") + "\n\n(Redis's %s: xs help %s)\n" % (
+            p.upper(), p.upper())
     if r is None:
         p = _porcelain_name(name)
         if p is None:

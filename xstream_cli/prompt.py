@@ -107,7 +107,7 @@ def _handle_line(s, line, out):
         out.write(b"\x1b[H\x1b[2J\x1b[3J")
         out.flush()
         return True
-    if _porcelain(first):
+    if _porcelain(first) or _porcelain_twin(argv):
         _run_porcelain(s, argv)
         return True
     try:
@@ -157,6 +157,13 @@ def _porcelain(name):
         return False
     from xstream_cli.porcelain import commands
     return text in commands()[1]
+
+
+def _porcelain_twin(argv):
+    """``restore FILE``: the porcelain command of a name Redis has too
+    (xstream_cli.commands.porcelain_use; issue 26)."""
+    from xstream_cli.commands import porcelain_use
+    return porcelain_use([os.fsdecode(a) for a in argv])
 
 
 def _run_porcelain(s, argv):

@@ -49,11 +49,13 @@ Format versions (``meta["format"]``; storage.migrate upgrades a store):
      interns in ``shapes`` keeps only its values): about 60 bytes for an
      event of four short fields instead of 108.
 
-The layouts live in four modules, all re-exported here (``codec.X``):
+The layouts live in five modules, all re-exported here (``codec.X``):
 ``keys`` (versions, databases, integers, IDs, name keys, meta),
 ``entries`` (entries, shapes, nodes), ``state`` (stream, group and
 consumer records, the PEL, idempotency) and ``snapshot`` (the snapshot
 file's frames, loaded on first use: a one-shot command never needs it).
+``rdb`` holds Redis's own serialization (DUMP / RESTORE payloads, RDB
+files; loaded on first use too).
 
 Who imports it: every layer of storage that reads or writes the store
 (parts, verbs, migrate, ops, spark) and the renderers (``Entries``).
@@ -65,8 +67,12 @@ from storage.codec.state import *  # noqa: F403
 
 
 def __getattr__(name):
-    """The snapshot file's layouts, imported on first use."""
+    """The snapshot file's layouts and Redis's serialization (``rdb``),
+    imported on first use."""
     if name.startswith(("snap_", "SNAP_")):
         from storage.codec import snapshot
         return getattr(snapshot, name)
+    if name.startswith(("rdb_", "RDB_", "Rdb")):        # DUMP / RESTORE, RDB files (issue 26)
+        from storage.codec import rdb
+        return getattr(rdb, name)
     raise AttributeError("module 'storage.codec' has no attribute %r" % name)

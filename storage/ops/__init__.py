@@ -1,5 +1,6 @@
 """Whole-store operations, on the engine's public surface: snapshots
-(``snapshot``: xs save / restore), JSON lines (``exchange``: xs export /
+(``snapshot``: xs save / restore), Redis's RDB files (``rdbfile``: xs save
+--format rdb, xs restore of an RDB file), JSON lines (``exchange``: xs export /
 import), compaction (``compact``: xs compact), the store at a glance
 (``overview``: xs info / ls / trim previews) and the worker's engine side
 (``worker``: xs worker).  No click, no rich.

@@ -444,6 +444,31 @@ class EntryLog:
             self._put_node(sid, node, codec.encode_node_names(node.names))
         return done
 
+    # ---- nodes as Redis's serialization has them (storage.verbs.serialized)
+
+    def node_list(self, m):
+        """The nodes of ``m`` without writing (DUMP reads): the table's and
+        those ``sync_nodes`` would add for a migrated store's entries."""
+        out = [self._decode_node(k, v)[0] for k, v in self._kv.iter_prefix(self._ndb, codec.sid_prefix(m.sid))]
+        if m.nodes_from is not None:
+            t = out.pop() if out else None
+            tail = t and _nodes.Node(t.master, t.live, t.deleted, t.body, t.last, t.names)
+            touched = _nodes.extend(tail, self._rows_from(m, m.nodes_from), *self.node_limits())
+            out += ([tail] if tail is not None and touched[:1] != [tail] else []) + touched
+        return out
+
+    def replace_nodes(self, m, nodes):
+        """Make ``nodes`` (ascending, covering every entry of ``m``, their
+        live counts adding up to its length: the caller's checks) the node
+        table of ``m`` (RESTORE keeps its payload's listpacks)."""
+        self.sync_nodes(m)
+        self._kv.delete_prefix(self._ndb, codec.sid_prefix(m.sid))
+        blob = None
+        for node in nodes:
+            blob = codec.encode_node_names(node.names)
+            self._put_node(m.sid, node, blob)
+        self._tails[m.sid] = (nodes[-1], blob) if nodes else None
+
     def drop(self, m):
         """Remove every entry of ``m`` and its nodes (DEL)."""
         p = codec.sid_prefix(m.sid)

@@ -3,8 +3,9 @@ family (``streams``: XADD, XRANGE, XTRIM ...; ``groups``: XGROUP, XACK,
 XPENDING ...; ``delivery``: XREADGROUP, XCLAIM, XAUTOCLAIM;
 ``keyspace``: DEL, SCAN, RENAME ...; ``settings``: CONFIG and the
 store's identity; ``dump`` / ``load``: a stream's records out and back
-in) and their helpers (``trim``: Redis's streamTrim; ``budget``:
-MAXSIZE; ``lag``: a group's entries-read and lag).
+in; ``serialized``: DUMP / RESTORE in Redis's serialization) and their
+helpers (``trim``: Redis's streamTrim; ``budget``: MAXSIZE; ``lag``: a
+group's entries-read and lag).
 
 Each verb is a function of a ``storage.parts.Parts`` bound to one
 transaction: it reads and changes the store through the parts only.

@@ -57,8 +57,22 @@ def version(text):
     return tuple(int(x) for x in text.split("."))
 
 
+def stdin_argument(argv, prev):
+    """An example "-x CMD ..." takes its last argument from stdin, as
+    redis-cli -x: the reply of the example before it, as bytes (RESTORE's
+    payload from DUMP: issue 26).  (argv without "-x", the bytes) or
+    (argv, None)."""
+    if argv[:1] != ["-x"]:
+        return argv, None
+    if isinstance(prev, dict) and set(prev) == {"b64"}:
+        import base64
+        return argv[1:], base64.b64decode(prev["b64"])
+    return argv[1:], prev.encode("utf-8", "surrogateescape")
+
+
 def needs_newer(argv, oracle):
     """The Redis version an example needs, if newer than ``oracle``."""
+    argv = argv[1:] if argv[:1] == ["-x"] else argv
     words = [a.upper() for a in argv]
     name = " ".join(words[:2]) if " ".join(words[:2]) in xhelp.DOCS else words[0]
     need = [xhelp.DOCS[name][1]] + [v for opt, v in NEWER_OPTIONS.get(words[0], {}).items() if opt in words]
@@ -98,7 +112,8 @@ def xs_examples(db, examples):
                     p.communicate()
             code = p.returncode
         else:
-            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=TIMEOUT)
+            stdin = stdin_argument(argv, replies[-1] if replies else None)[1]
+            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=TIMEOUT, input=stdin)
             out, err, code = p.stdout, p.stderr, p.returncode
         assert code == 0, "xs %s failed: %s" % (ex, err.decode("utf-8", "replace"))
         docs = [json.loads(line) for line in out.decode("utf-8").splitlines() if line.strip()]
@@ -115,9 +130,9 @@ def redis_examples(redis, examples):
     redis.flushall()
     replies = []
     for ex in examples:
-        argv = shlex.split(ex)
+        argv, stdin = stdin_argument(shlex.split(ex), replies[-1] if replies else None)
         if "BLOCK" not in (a.upper() for a in argv):
-            replies.append(redis.call(*argv))
+            replies.append(redis.call(*(argv + ([stdin] if stdin is not None else []))))
             continue
         other, got = Resp3(redis.port), []
         t = threading.Thread(target=lambda: got.append(other.call(*argv)))
@@ -153,7 +168,8 @@ def test_the_help_examples_run_in_order_on_an_empty_store(name, tmp_path, reques
         redis.call("CONFIG", "SET", *[x for kv in saved.items() for x in kv])   # the server is shared
     ref_ids, got_ids, failures = {}, {}, []
     for ex, ref, mine in zip(examples, want, got):
-        args = [a.encode() for a in shlex.split(ex)]
+        args = [a.encode() for a in stdin_argument(shlex.split(ex), None)[0]] if not ex.startswith("-x ") \
+            else [a.encode() for a in shlex.split(ex)[1:]]
         if tuple(a.decode().upper() for a in args[:2]) in VERSION_TEXT:
             assert isinstance(ref, list) and isinstance(mine, list) and mine, (ex, mine)
             continue

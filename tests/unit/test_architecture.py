@@ -217,7 +217,8 @@ def test_a_bad_xs_no_sync_is_a_usage_error_on_every_path(tmp_path):
 
 VOCABULARY = {"storage", "storage.codec", "storage.errors", "storage.ids", "storage.options", "storage.info",
               "storage.glob", "storage.posixlock", "storage.codec.keys", "storage.codec.entries",
-              "storage.codec.state", "storage.codec.snapshot"}
+              "storage.codec.state", "storage.codec.snapshot",
+              "storage.codec.rdb"}                # Redis's serialization (issue 26)
 RUNTIME = {"storage.store", "storage.files", "storage.txn", "storage.blocking", "storage.inotify", "storage.consumers",
            "storage.migrate"}
 # what whole-store operations and Spark may use: the library surface

@@ -81,6 +81,9 @@ COMMANDS = {
     b"EXPIRETIME": _c("expiretime", 2, k.parse_expiretime, k.ttl, False, "expire_time"),
     b"PEXPIRETIME": _c("pexpiretime", 2, k.parse_pexpiretime, k.ttl, False, "expire_time"),
     b"PERSIST": _c("persist", 2, k.parse_persist, k.persist, True, "persist"),
+    # DUMP / RESTORE: Redis's serialization (issue 26, item 7)
+    b"DUMP": _c("dump", 2, k.parse_dump, k.dump, False, "dump_value"),
+    b"RESTORE": _c("restore", -4, k.parse_restore, k.restore, True, "restore_value"),
 }
 
 SUBCOMMANDS = {
@@ -131,6 +134,26 @@ def lookup(argv):
     if not _arity_ok(cmd.arity, len(argv)):
         raise errors.wrong_arity(cmd.name)
     return cmd
+
+
+# ------------------------------------ a name both Redis's and a porcelain's
+# RESTORE (issue 26) is Redis's command, and ``xs restore FILE`` the
+# porcelain's snapshot restore.  On the command line, the lower-case name
+# used the porcelain's way -- fewer arguments than Redis's command takes,
+# or one of the porcelain's options -- is the porcelain; anything else is
+# Redis's command (script mode and xs serve always mean Redis's).
+TWINS = {"restore": (3, frozenset(("--replace", "--check", "-q", "--quiet", "-h", "--help", "--db", "--no-sync")))}
+
+
+def porcelain_use(args):
+    """Whether ``args`` (str: the command's name, then its arguments) mean
+    the porcelain command of a name that is a Redis command too."""
+    twin = TWINS.get(args[0]) if args else None
+    if twin is None:
+        return False
+    least, options = twin
+    rest = [a for a in args[1:] if isinstance(a, str)]
+    return len(args) - 1 < least or any(a in options or a.startswith("--db=") for a in rest)
 
 
 def is_command(name):

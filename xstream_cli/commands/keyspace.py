@@ -359,3 +359,71 @@ def parse_config_set(argv):
 def config_set(tx, values):
     tx.configure(values)
     return OK
+
+
+# ====================================================== DUMP and RESTORE
+# (issue 26, item 7) A stream in Redis's own serialization
+# (storage.verbs.serialized, storage.codec.rdb).
+
+def parse_dump(argv):
+    """DUMP key
+
+    The stream in Redis's serialization (RDB type 19, RDB version 10:
+    Redis 7.0 and later RESTORE it); nil if the key does not exist.  The
+    payload is binary: in a shell, --raw writes it with a newline after
+    it, as redis-cli --raw does (xs --raw DUMP s | head -c -1 >
+    s.dump, then xs -x RESTORE s2 0 < s.dump).  Not carried, as Redis
+    7.0 has no place for them: consumers' active-time, IDMP settings and
+    history; a stream with NACKed entries is refused."""
+    return (argv[1],)
+
+
+def dump(tx, key):
+    return tx.dump_value(key)
+
+
+def parse_restore(argv):
+    """RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]
+
+    Make a stream from a DUMP payload of Redis 5 to 8.0 (RDB types 15,
+    19, 21; RDB versions up to 12), or of xs.  ttl: 0 for none, else
+    milliseconds from now (Unix ms with ABSTTL; one already past makes
+    no key).  REPLACE overwrites an existing key.  IDLETIME and FREQ are
+    checked as Redis checks them and then unused: xs keeps no LRU / LFU
+    data.  A payload of another type is refused (xs stores only
+    streams)."""
+    from storage.options import RestoreOptions
+    from xstream_cli.commands.parsing import deferring
+    replace = absttl = False
+    idle = freq = None
+    j, n = 4, len(argv)
+    while j < n:                       # restoreCommand's loop, in its order
+        opt = argv[j].upper()
+        more = n - j - 1
+        if opt == b"REPLACE":
+            replace = True
+        elif opt == b"ABSTTL":
+            absttl = True
+        elif opt == b"IDLETIME" and more >= 1 and freq is None:
+            idle = ll(argv[j + 1])
+            if idle < 0:
+                raise errors.invalid_idletime()
+            j += 1
+        elif opt == b"FREQ" and more >= 1 and idle is None:
+            freq = ll(argv[j + 1])
+            if not 0 <= freq <= 255:
+                raise errors.invalid_freq()
+            j += 1
+        else:
+            raise errors.syntax()
+        j += 1
+    ttl = 0
+    with deferring() as d:             # Redis reads the TTL after checking the key
+        ttl = ll(argv[2])
+    return argv[1], argv[3], RestoreOptions(ttl=ttl, replace=replace, absttl=absttl, idletime=idle, freq=freq,
+                                            deferred=d.error)
+
+
+def restore(tx, key, payload, opts):
+    tx.restore_value(key, payload, opts)
+    return OK

@@ -230,23 +230,42 @@ def _quiet_option(f):
 @click.argument("file", metavar="FILE")
 @click.option("--stream", "streams", multiple=True, metavar="NAME",
               help="Save only this stream (repeatable). Default: every stream.")
+@click.option("--format", "fmt", type=click.Choice(["xs", "rdb"]), default="xs", show_default=True,
+              help="xs: xs's snapshot format; rdb: a Redis RDB file (version 10) that redis-server 7.0 "
+                   "and later load at start-up.")
 @click.pass_context
-def save(ctx, file, streams):
+def save(ctx, file, streams, fmt):
     """Write a snapshot of the store to FILE ('-': stdout).
 
     One consistent view (a single read transaction) of every stream with
     its entries, metadata, groups, consumers, pending entries and
     idempotency state, in xs's checksummed binary format (see
     docs/snapshot-format.md).  FILE is written to a temporary file and
-    renamed into place."""
+    renamed into place.
+
+    With --format rdb, an RDB file for redis-server (its dir and
+    dbfilename): the streams with their groups, pending entries and
+    TTLs as Redis 7.0 holds them (not the IDMP history nor consumers'
+    active-time, which Redis 7.0 does not know; a stream with NACKed
+    entries is refused)."""
     from storage.ops.snapshot import SnapshotError, save_to_path
     from storage.ops.snapshot import save as save_
     store = _store(ctx, False)
     if file == "-" and sys.stdout.isatty():
         _fail("refusing to write a binary snapshot to a terminal (redirect stdout or give a FILE)")
+    extra = ""
     try:
         with _Progress("entries") as pr:
-            if file == "-":
+            if fmt == "rdb":        # issue 26, item 8: storage.ops.rdbfile
+                from storage.ops.rdbfile import save_rdb, save_rdb_to_path
+                if file == "-":
+                    st, notes = save_rdb(store, sys.stdout.buffer, _names(streams), pr)
+                else:
+                    st, notes = save_rdb_to_path(store, file, _names(streams), pr)
+                if notes["idmp"]:
+                    extra = "; IDMP history not carried (RDB version 10 has no place for it): %d stream%s" % (
+                        notes["idmp"], "" if notes["idmp"] == 1 else "s")
+            elif file == "-":
                 st = save_(store, sys.stdout.buffer, _names(streams), pr)
             else:
                 st = save_to_path(store, file, _names(streams), pr)
@@ -257,7 +276,7 @@ def save(ctx, file, streams):
     except KeyboardInterrupt:
         _interrupted("save", "the snapshot on stdout is incomplete: do not restore it" if file == "-" else
                      "%s was not written (nothing changed; run the save again)" % file)
-    _summary("saved", st)
+    _summary("saved", st, extra)
 
 
 @click.command("restore")
@@ -272,10 +291,16 @@ def restore(ctx, file, replace, check):
     The whole file is verified (magic, version, every record, checksum)
     before anything changes, then applied in one transaction: a refused
     or interrupted restore leaves the store as it was.  A stream that
-    already exists is refused unless --replace."""
+    already exists is refused unless --replace.
+
+    FILE may also be an RDB file written by redis-server (SAVE, BGSAVE;
+    RDB versions up to 12): its streams (of database 0) are loaded with
+    their groups, pending entries and TTLs; keys of other types, of
+    other databases and already expired ones are skipped and counted."""
     from storage.ops.snapshot import SnapshotError, verify
     from storage.ops.snapshot import restore as restore_
     tmp = None
+    extra = ""
     try:
         if file == "-":
             from storage.ops.snapshot import temp_file
@@ -283,8 +308,16 @@ def restore(ctx, file, replace, check):
             with os.fdopen(fd, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
             file = tmp
+        from storage.ops.rdbfile import is_rdb
         with _Progress("bytes") as pr:
-            if check:
+            if is_rdb(file):        # issue 26, item 8: storage.ops.rdbfile
+                from storage.ops.rdbfile import restore_rdb, verify_rdb
+                if check:
+                    st, skipped = verify_rdb(file, pr)
+                else:
+                    st, skipped = restore_rdb(_store(click.get_current_context(), True), file, replace, pr)
+                extra = skipped.text()
+            elif check:
                 st = verify(file, None, False, pr)
             else:
                 st = restore_(_store(click.get_current_context(), True), file, replace, pr)
@@ -296,7 +329,7 @@ def restore(ctx, file, replace, check):
     finally:
         if tmp:
             os.unlink(tmp)
-    _summary("verified" if check else "restored", st)
+    _summary("verified" if check else "restored", st, extra)
 
 
 @click.command("export")
