@@ -50,6 +50,7 @@ class Term:
         os.close(slave)
         self.chunks = []
         self.seen = 0              # expect() searches from here
+        self.size = (cols, rows)
 
     def _read(self, timeout):
         r, _, _ = select.select([self.master], [], [], timeout)
@@ -87,6 +88,24 @@ class Term:
             if left <= 0 or self._read(min(left, 0.5)) is None and not rx.search(self.text(), self.seen):
                 if left <= 0 or self.p.poll() is not None:
                     raise AssertionError("%r not shown; the terminal showed:\n%r" % (pattern, self.text()[-3000:]))
+
+    def screen(self):
+        """The screen as a terminal shows it now (pyte, a VT100 emulator):
+        prompt_toolkit redraws only the cells that change, so a line it
+        rewrote is whole on the screen, not in the stream of bytes."""
+        import pyte
+        screen = pyte.Screen(*self.size)
+        pyte.ByteStream(screen).feed(self.shown)
+        return "\n".join(line.rstrip() for line in screen.display)
+
+    def expect_on_screen(self, pattern, timeout=30):
+        """Wait until ``pattern`` (str regex) is on the screen."""
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout
+        while not rx.search(self.screen()):
+            left = end - time.monotonic()
+            if left <= 0 or (self._read(min(left, 0.5)) is None and self.p.poll() is not None):
+                raise AssertionError("%r not on the screen:\n%s" % (pattern, self.screen()))
 
     def text(self):
         """What was shown, colours and cursor movements left out."""
@@ -267,7 +286,7 @@ def test_grammar_hint_shows_while_typing(tmp_path, term_env):
     try:
         t.expect(PROMPT)
         t.send(b"XAUTOCLAIM ")
-        t.expect(rb"XAUTOCLAIM key group consumer min-idle-time start")
+        t.expect_on_screen(r"XAUTOCLAIM key group consumer min-idle-time start")
         t.ctrl_c()
         t.send(b"\x04")
         assert t.wait() == 0

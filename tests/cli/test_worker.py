@@ -444,8 +444,9 @@ def test_sigterm_leaves_the_in_flight_entry_pending_and_exits_0(db, tmp_path):
 
 
 def test_sigint_while_idle_exits_0(db):
+    from tests.cli.test_blocking_cli import wait_blocked
     p = start_worker(db, "s", "-g", "g", "-c", "c", cmd=("true",))
-    time.sleep(0.8)
+    wait_blocked(p)                      # idle: waiting for entries (a SIGINT before that is exit 130)
     code, out, err = stop(p, signal.SIGINT)
     assert code == 0 and b"Traceback" not in err
     assert err.splitlines()[-1].startswith(b"xs worker: 0 processed")

@@ -40,11 +40,10 @@ def test_an_expired_stream_answers_as_a_missing_key_as_in_redis(redis, tmp_path)
     db = str(tmp_path / "s.xs")
     _redis(redis, SETUP)
     xs_json(db, *SETUP)
-    set_at = time.time() * 1000
-    assert redis.call("PEXPIRE", "s", "300") == 1
-    assert xs_json(db, "PEXPIRE s 300") == [1]            # this process sets it; others see it expire
-    assert xs_json(db, "EXISTS s") == [1]
-    _sleep_past(set_at + 300 + 200)
+    assert redis.call("PEXPIRE", "s", "1000") == 1
+    assert xs_json(db, "PEXPIRE s 1000", "EXISTS s") == [1, 1]    # this process sets it; another sees it expire
+    set_at = time.time() * 1000                                    # both TTLs were set before this
+    _sleep_past(set_at + 1000 + 100)
     want = _redis(redis, AFTER)
     p = run_xs(db, AFTER)                       # exits 1: some replies are errors
     got = [json.loads(x) for x in p.stdout.decode().splitlines()]
