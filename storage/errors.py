@@ -342,17 +342,6 @@ def nogroup_xreadgroup(key, group):
                       % (_s(key), _s(group)))
 
 
-def unblocked_key_gone():
-    """A client blocked in XREADGROUP whose stream was deleted (DEL, or its
-    TTL passed): Redis 7's reply, then the client is unblocked."""
-    return RedisError("UNBLOCKED the stream key no longer exists")
-
-
-def unblocked_group_gone():
-    """A client blocked in XREADGROUP whose group was destroyed."""
-    return RedisError("NOGROUP the consumer group this client was blocked on no longer exists")
-
-
 def nogroup_key(key, group):
     """NOGROUP as XPENDING, XCLAIM, XAUTOCLAIM, XGROUP SETID/DELCONSUMER/... word it."""
     return RedisError("NOGROUP No such key '%s' or consumer group '%s'" % (_s(key), _s(group)))

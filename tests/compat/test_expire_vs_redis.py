@@ -7,11 +7,8 @@ xs serve reports it in INFO keyspace.  Clock-free replies and errors:
 tests/diffcases/13-expire.txt; the engine's bookkeeping:
 tests/engine/test_expire.py."""
 import json
-import shutil
 import subprocess
 import time
-
-import pytest
 
 from tests.conftest import XS, run_xs, xs_json
 
@@ -141,25 +138,3 @@ def test_one_shot_commands_see_the_ttl_another_process_set(tmp_path):
     time.sleep(0.3)
     p = subprocess.run(XS + ["--db", db, "XLEN", "s"], capture_output=True, timeout=60)
     assert p.stdout == b"0\n"
-
-
-def _blocked_reply(argv):
-    """What a blocking command printed (stdout + stderr) when it ended."""
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30).stdout
-
-
-def test_a_ttl_passing_under_a_blocked_xreadgroup_answers_as_redis(redis, tmp_path):
-    """Redis 7 unblocks the client with an error; xs wakes at the TTL
-    though nothing is written (storage.blocking's next_wake)."""
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        pytest.skip("redis-cli is not installed")
-    redis.flushall()
-    db = str(tmp_path / "a.xs")
-    read = ["XREADGROUP", "GROUP", "g", "c", "BLOCK", "10000", "STREAMS", "s", ">"]
-    redis.call(*"XGROUP CREATE s g $ MKSTREAM".split())
-    redis.call("PEXPIRE", "s", "1500")
-    want = _blocked_reply([cli, "-p", str(redis.port)] + read)
-    xs_json(db, "XGROUP CREATE s g $ MKSTREAM", "PEXPIRE s 1500")
-    got = _blocked_reply(XS + ["--db", db] + read)
-    assert want.strip() == got.strip() == b"UNBLOCKED the stream key no longer exists"

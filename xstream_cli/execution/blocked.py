@@ -75,21 +75,7 @@ def serve(store, cmd, args, w, cancel=None):
         try:
             return store.run(retry, write=True)
         except RedisError as e:
-            if w.group is not None and e.text.startswith("NOGROUP "):
-                return gone()
             return e
-
-    def gone():
-        """Why a blocked XREADGROUP can no longer be served, as Redis 7
-        tells its blocked client: its stream was deleted (or expired), or
-        its group destroyed."""
-        from storage import errors
-
-        def look(tx):
-            if any(tx.key_type(k) == "none" for k in w.keys):
-                return errors.unblocked_key_gone()
-            return errors.unblocked_group_gone()
-        return store.run(look, write=False)
 
     stale = [0]     # consecutive "claimable now" answers that served nothing
 
