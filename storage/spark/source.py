@@ -20,7 +20,8 @@ unless ``binary=true``, which makes ``fields`` map<string,binary> and
 ``fields_list``'s values (and names) binary; names must still be UTF-8
 in ``fields``.  Stream names must be UTF-8.
 
-Options: ``path`` (the store, on the executors' host), ``stream`` (a name
+Options: ``path`` (the store, on the executors' host) or ``url`` (stores
+served over the network: "Over the network" below), ``stream`` (a name
 or a Redis glob: ``*``, ``?``, ``[...]``, ``\\``), ``start`` / ``end``
 (XRANGE bounds: ``-``, ``+``, ``ms``, ``ms-seq``, ``(`` for exclusive),
 ``partitions`` (per stream, default 1), ``fields_list``, ``binary``,
@@ -51,8 +52,8 @@ Writing (mode "append" only).  Input columns: ``fields`` map<string,
 string or binary> or ``fields_list`` array<struct<name,value>> (wins when
 both are there); optional ``id`` string (an XADD ID: ``ms-seq``, ``ms-*``,
 ``*`` or null for an automatic ID); optional ``stream`` string routing
-each row (null: the ``stream`` option); ``ms``, ``seq`` and ``ts`` (what
-a read gives) are ignored, any other column is an error.  Each Spark task
+each row (null: the ``stream`` option); ``ms``, ``seq``, ``ts`` and
+``source`` (what a read gives) are ignored, any other column is an error.  Each Spark task
 opens the store (creating it if needed) and adds its rows in write
 transactions of ``batch_size`` rows (default 1000), each committed
 durably before the next begins.  No job-level atomicity: a batch that
@@ -69,7 +70,8 @@ stream's first entry; ``$`` only entries added from now on; an ID: the
 entries after it), ``maxEntriesPerTrigger`` (at most that many entries
 per micro-batch over all streams, the oldest IDs first; Spark's
 admission control, so Trigger.AvailableNow honours it too),
-``group`` / ``consumer`` and ``driver_read``.  Rows are those of the
+``group`` / ``consumer`` and ``driver_read`` (path only), ``url`` and its
+options (see "Over the network").  Rows are those of the
 batch read (same schema).  The offset is JSON: {stream name: ID of the
 last entry delivered}; a micro-batch is, per stream, the ID range
 (previous offset, new offset], so a query restarted from its checkpoint
@@ -96,6 +98,59 @@ the entries of the last micro-batch stay in the lag until Spark plans
 the next one (Spark's commit point; an AvailableNow run leaves its last
 batch to the next run).  Other consumers of the same group would skip
 what Spark has committed: give Spark a group of its own.
+
+Over the network (``url`` instead of ``path``; storage/spark/network.py
+is the wire).  ``url`` is one endpoint or several separated by commas
+(``redis://edge-1:6380,redis://edge-2:6380``; ``rediss://`` is TLS as
+redis-py takes it), each ``xs serve`` or any Redis 7+ server: the same
+code reads both, with the protocol only.  Options ``password`` and
+``user`` (or in the URL; the options win) and ``connect_timeout``
+(seconds, default 10).  Batch reads, streaming reads (with ``group`` /
+``consumer`` too) and batch writes; ``driver_read`` and the streaming
+sink take ``path`` only.  Rows gain a last column ``source``: the endpoint as
+given, its password removed (only in this mode: the path mode's schema
+does not change; a write ignores the column).  Planning, on the driver,
+per endpoint: the streams from ``SCAN 0 MATCH glob TYPE stream`` (a
+name: ``TYPE``; a key of another type is an error), their length and
+first and last entries from ``XINFO STREAM`` (``XRANGE`` / ``XREVRANGE
+... COUNT 1`` when ``start`` / ``end`` narrow the read), then the same
+planner as the path mode (``plan_stream``): partitions over all
+endpoints together.  Each partition connects from its executor and pages
+its ID range with ``XRANGE key lo hi COUNT chunk``, then from ``(``
+the page's last ID, and builds its Arrow batches with the path mode's
+code (``_assemble``: ``binary`` and ``fields_list`` behave the same),
+then checks with ``TYPE`` that the stream is still there.  A partition
+is therefore NOT one snapshot: each page is read when it is asked for.
+Entries added after planning are still not read (ranges end at the
+planned last ID); an entry trimmed or deleted before its page is read is
+simply not read; nothing is read twice or out of order, since every
+page starts after the previous page's last ID; a stream deleted (DEL)
+after planning fails the read ("... stream 'x': deleted since the read
+was planned"), never an empty read.  An endpoint that is down, a wrong
+password, a key that is not a stream: the read fails with one line
+naming the endpoint (and the stream): ``xstream: redis://edge-2:6380:
+cannot connect (...)``, never skipped.  Streaming: offsets are
+{endpoint: {stream: last ID}} (the endpoint as in ``source``), planned
+as in the path mode (``next_ends``, ``cap_ends``, ``batch_ranges``);
+every micro-batch, a replayed one too, is read over the network by the
+executors, so no executor needs to be on a store's host.  With
+``group``, the driver creates and moves the group on each endpoint as
+the path mode does (``Conn.move_group``: ``XGROUP CREATE`` / ``SETID
+... ENTRIESREAD n`` in a ``MULTI`` after counting n under ``WATCH``,
+never back; ``XGROUP CREATECONSUMER``).  Writes (one
+endpoint): each task sends blocks of ``batch_size`` rows as one
+pipelined ``MULTI``, ``XADD`` ..., ``EXEC``, checked first so that a
+failed block adds nothing, on Redis too (whose EXEC would run the
+block's other commands; xs serve's adds none): a key that is not a
+stream fails at the task's first block to it (``TYPE``); a block with
+explicit IDs ``WATCH``es their streams and reads their top IDs (``XINFO
+STREAM``), so an ID not above its stream's top fails the block before
+it is sent, and a stream changed meanwhile makes EXEC answer null and
+the block is sent again.  Blocks of automatic IDs watch nothing (tasks
+adding to one stream never hold each other up).  An explicit ID after
+an automatic one in the same stream and block is left to the server
+(its clock makes the automatic ID): if Redis refuses it, that block's
+other rows stay.
 
 Where executors cannot open the store.  The store is an LMDB file on
 one host (never on a network file system), and executors read it
@@ -159,13 +214,15 @@ LONG_MAX = (1 << 63) - 1
 _MAX_TS_MS = 253402300799999                # 9999-12-31T23:59:59.999Z
 _GLOB_CHARS = "*?[\\"
 
-READ_OPTIONS = {"path", "stream", "start", "end", "partitions", "fields_list", "binary", "chunk", "driver_read"}
+NET_OPTIONS = {"url", "user", "password", "connect_timeout"}        # the url mode's (instead of path)
+READ_OPTIONS = {"path", "stream", "start", "end", "partitions", "fields_list", "binary", "chunk",
+                "driver_read"} | NET_OPTIONS
 STREAM_READ_OPTIONS = {"path", "stream", "start", "partitions", "fields_list", "binary", "chunk", "driver_read",
-                       "maxentriespertrigger", "group", "consumer"}
-WRITE_OPTIONS = {"path", "stream", "batch_size"}
+                       "maxentriespertrigger", "group", "consumer"} | NET_OPTIONS
+WRITE_OPTIONS = {"path", "stream", "batch_size"} | NET_OPTIONS
 STREAM_WRITE_OPTIONS = {"path", "stream", "producer", "progress_stream", "checkpointlocation"}
 BATCH_ID_PROPERTY = "streaming.sql.batchId"       # set by Spark on every micro-batch's tasks
-IGNORED_WRITE_COLUMNS = {"ms", "seq", "ts"}
+IGNORED_WRITE_COLUMNS = {"ms", "seq", "ts", "source"}
 
 
 class XStreamError(ValueError):
@@ -225,12 +282,14 @@ def _bound(options, key):
                            "exclusive bound): %s" % (key, text, e))
 
 
-def _schema(binary, fields_list):
+def _schema(binary, fields_list, source=False):
     value = "binary" if binary else "string"
     cols = ["stream string", "id string", "ms long", "seq long", "ts timestamp",
             "fields map<string,%s>" % value]
     if fields_list:
         cols.append("fields_list array<struct<name:%s,value:%s>>" % (value, value))
+    if source:
+        cols.append("source string")
     return ", ".join(cols)
 
 
@@ -255,7 +314,9 @@ class _ReadPlan:
     def __init__(self, options, streaming=False):
         _check_known(options, STREAM_READ_OPTIONS if streaming else READ_OPTIONS,
                      "streaming read" if streaming else "read")
-        self.path = _required(options, "path")
+        self.endpoints = _endpoints(options)
+        self.url = self.endpoints is not None
+        self.path = None if self.url else _required(options, "path")
         self.stream = _required(options, "stream").encode("utf-8")
         if streaming:
             self.start = _stream_start(options)
@@ -273,15 +334,52 @@ class _ReadPlan:
         self.fields_list = _bool(options, "fields_list")
         self.binary = _bool(options, "binary")
         self.driver_read = _bool(options, "driver_read")
+        if self.url and self.driver_read:
+            raise XStreamError("option driver_read is for option path: with url, executors read over the network")
 
     def schema(self):
-        return _schema(self.binary, self.fields_list)
+        return _schema(self.binary, self.fields_list, self.url)
+
+    def is_glob(self):
+        return any(c.encode() in self.stream for c in _GLOB_CHARS)
 
     def names(self, tx):
         """The streams the ``stream`` option names (a glob: those that exist now)."""
-        if any(c.encode() in self.stream for c in _GLOB_CHARS):
+        if self.is_glob():
             return [n for n in tx.stream_names() if glob.match(self.stream, n)]
         return [self.stream] if tx.key_type(self.stream) == "stream" else []
+
+    def net_names(self, conn):
+        """The same, on a server (url mode): SCAN ... MATCH ... TYPE stream
+        for a glob; a name that holds another type is an error."""
+        if self.is_glob():
+            return conn.stream_names(self.stream)
+        t = conn.key_type(self.stream)
+        if t not in ("stream", "none"):
+            raise XStreamError("%s: key %r is not a stream (it is a %s)" % (conn.ep.name, self.stream.decode(), t))
+        return [self.stream] if t == "stream" else []
+
+
+def _endpoints(options):
+    """The url mode's endpoints (None: the path mode)."""
+    url = options.get("url")
+    if options.get("path") and url:
+        raise XStreamError("give option path (a store on the executors' host) or option url (stores served "
+                           "over the network), not both")
+    if not url:
+        extra = sorted(k for k in options if k.lower() in NET_OPTIONS - {"url"})
+        if extra:
+            raise XStreamError("option(s) %s need option url" % ", ".join(extra))
+        return None
+    timeout = options.get("connect_timeout", "10")
+    try:
+        t = float(timeout)
+    except ValueError:
+        t = 0.0
+    if not t > 0:
+        raise XStreamError("option connect_timeout must be a positive number of seconds, not %r" % (timeout,))
+    from storage.spark.network import parse_endpoints
+    return parse_endpoints(url, options.get("user"), options.get("password"), t)
 
 
 # ========================================================= data source
@@ -295,7 +393,8 @@ class XStreamDataSource(DataSource):
         return NAME
 
     def schema(self):
-        return _schema(_bool(self.options, "binary"), _bool(self.options, "fields_list"))
+        return _schema(_bool(self.options, "binary"), _bool(self.options, "fields_list"),
+                       bool(self.options.get("url")))
 
     def reader(self, schema):
         return XStreamReader(_ReadPlan(self.options))
@@ -307,6 +406,8 @@ class XStreamDataSource(DataSource):
 
     def streamReader(self, schema):
         plan = _ReadPlan(self.options, streaming=True)
+        if plan.url:
+            return XStreamNetStreamReader(plan)
         if plan.driver_read:
             # Spark then asks simpleStreamReader() (its documented fallback)
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
@@ -319,6 +420,9 @@ class XStreamDataSource(DataSource):
     def streamWriter(self, schema, overwrite):
         if overwrite:
             raise XStreamError("only the append output mode is supported: an xs stream is an append-only log")
+        if self.options.get("url"):
+            raise XStreamError("the streaming sink takes option path (url is for reads and batch writes): over the "
+                               "network, write each micro-batch with foreachBatch and a batch write")
         return XStreamStreamWriter(self.options, schema)
 
 
@@ -331,6 +435,23 @@ class XStreamPartition(InputPartition):
     def __init__(self, stream, lo, hi):
         InputPartition.__init__(self, (stream, lo, hi))
         self.stream, self.lo, self.hi = stream, lo, hi
+
+
+class XStreamNetPartition(InputPartition):
+    """One ID range of one stream on one endpoint (url mode): [lo, hi],
+    both inclusive; ``endpoint`` is its index in the plan's endpoints."""
+
+    def __init__(self, endpoint, stream, lo, hi):
+        InputPartition.__init__(self, (endpoint, stream, lo, hi))
+        self.endpoint, self.stream, self.lo, self.hi = endpoint, stream, lo, hi
+
+
+def plan_stream(p, first, last, length):
+    """The planner both modes share: a stream's partitions (ID ranges)
+    from its first and last entries inside [start, end] and its length."""
+    if first is None:
+        return []
+    return split_range(first, last, length, p.partitions)
 
 
 def split_range(first, last, length, n):
@@ -373,6 +494,8 @@ class XStreamReader(DataSourceReader):
 
     def partitions(self):
         p = self.plan
+        if p.url:
+            return self._net_partitions()
         store = _open(p.path, False)
         try:
             with store.read() as tx:
@@ -392,11 +515,38 @@ class XStreamReader(DataSourceReader):
         if not first:
             return []
         last = tx.range(name, RangeOptions(p.start, p.end, 1, rev=True))
-        return split_range(_id(first[0][0]), _id(last[0][0]), tx.length(name), p.partitions)
+        return plan_stream(p, _id(first[0][0]), _id(last[0][0]), tx.length(name))
+
+    def _net_partitions(self):
+        """Planning over the network: on each endpoint, the streams from
+        SCAN (or TYPE for a name), their length and first and last
+        entries from XINFO STREAM (XRANGE / XREVRANGE ... COUNT 1 when
+        ``start`` or ``end`` narrow the read), then ``plan_stream``."""
+        p = self.plan
+        parts = []
+        for k, ep in enumerate(p.endpoints):
+            with ep.connect() as conn:
+                names = p.net_names(conn)
+                if not names or p.start > p.end:
+                    continue
+                infos = conn.infos(names)
+                names = [n for n in names if infos[n] is not None]       # gone since SCAN
+                if (p.start, p.end) == (ids.MIN_ID, ids.MAX_ID):
+                    bounds = {n: (_id(infos[n]["first-entry"][0]), _id(infos[n]["last-entry"][0]))
+                              if infos[n]["first-entry"] else None for n in names}
+                else:
+                    bounds = conn.first_last(names, p.start, p.end)
+                for n in names:
+                    first, last = bounds[n] or (None, None)
+                    parts.extend(XStreamNetPartition(k, n, lo, hi)
+                                 for lo, hi in plan_stream(p, first, last, int(infos[n]["length"])))
+        return parts
 
     def read(self, partition):
         if isinstance(partition, XStreamRowsPartition):
             return iter(partition.rows)
+        if isinstance(partition, XStreamNetPartition):
+            return _read_net_range(self.plan, partition)
         if not isinstance(partition, XStreamPartition):
             return iter(())     # no range planned: Spark still runs one task, with a placeholder partition
         return _read_range(self.plan, partition)
@@ -434,8 +584,58 @@ def _read_range(p, partition):
         store.close()
 
 
-def _arrow_schema(binary, with_list):
-    """The Arrow schema Spark expects for ``_schema(binary, with_list)``
+def _read_net_range(p, partition):
+    """One partition of the url mode: its ID range paged with XRANGE ...
+    COUNT ``p.chunk`` over one connection, as Arrow record batches of
+    ``_BATCH_ROWS`` entries (``chunk`` when larger), built as the path
+    mode builds them, plus the ``source`` column.  Not one snapshot:
+    each page is read when it is asked for."""
+    ep = p.endpoints[partition.endpoint]
+    name = partition.stream
+    stream = _text(name, "stream name", name, None)
+    schema = _arrow_schema(p.binary, p.fields_list, True)
+    target = max(p.chunk, _BATCH_ROWS)
+    with ep.connect() as conn:
+        buf = []
+        for page in conn.pages(name, partition.lo, partition.hi, p.chunk):
+            buf.extend(page)
+            while len(buf) >= target:
+                yield _page_batch(schema, stream, buf[:target], p.binary, p.fields_list, name, ep.name)
+                buf = buf[target:]
+        if buf:
+            yield _page_batch(schema, stream, buf, p.binary, p.fields_list, name, ep.name)
+
+
+def _page_batch(schema, stream, entries, binary, with_list, name, source):
+    """XRANGE replies' entries ([ID, [field, value, ...]] each) -> one
+    record batch of ``schema``: the same columns, by the same
+    ``_assemble``, as the path mode's stored entries give."""
+    import itertools
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n = len(entries)
+    id_text = pa.array([e[0] for e in entries], pa.binary()).cast(pa.string())
+    halves = pc.split_pattern(id_text, pattern="-", max_splits=1).flatten()
+    if len(halves) != 2 * n:
+        raise XStreamError("%s stream %r: the server sent an entry ID that is not ms-seq" % (source, stream))
+    ms_u = halves.take(pa.array(np.arange(0, 2 * n, 2))).cast(pa.uint64())
+    seq_u = halves.take(pa.array(np.arange(1, 2 * n, 2))).cast(pa.uint64())
+    pairs = np.fromiter((len(e[1]) for e in entries), dtype=np.int64, count=n) // 2
+    foffs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(pairs, out=foffs[1:])
+    m = int(foffs[-1])
+    flat = pa.array(list(itertools.chain.from_iterable(e[1] for e in entries)), pa.binary())
+    keys_bin = flat.take(pa.array(np.arange(0, 2 * m, 2)))
+    vals_bin = flat.take(pa.array(np.arange(1, 2 * m, 2)))
+    return _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs, binary, with_list,
+                     lambda: [codec.encode_entry(bytes(i), [bytes(f) for f in fs]) for i, fs in entries], name,
+                     False, source)
+
+
+def _arrow_schema(binary, with_list, source=False):
+    """The Arrow schema Spark expects for ``_schema(binary, with_list, source)``
     (pyspark's own conversion: it compares batches with it exactly)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import (
@@ -455,6 +655,8 @@ def _arrow_schema(binary, with_list):
     if with_list:
         cols.append(StructField("fields_list", ArrayType(StructType([StructField("name", v),
                                                                      StructField("value", v)]))))
+    if source:
+        cols.append(StructField("source", StringType()))
     return to_arrow_schema(StructType(cols), timezone="UTC")
 
 
@@ -568,12 +770,13 @@ def _record_fields(values):
 
 
 def _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs, binary, with_list,
-              records, name, unique):
+              records, name, unique, source=None):
     """The record batch from its parts: IDs (text, and ms / seq as
     uint64), every field's name and value (binary, in order), the first
     pair of each entry (``foffs``, n + 1) and its pair count; ``records``
     gives the entries' records for an error message; ``unique``: no
-    entry names a field twice."""
+    entry names a field twice; ``source``: the url mode's ``source``
+    column (its one value)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -593,16 +796,24 @@ def _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, p
         mkeys, mvals, moffs = keys, vals, foffs
     else:
         mkeys, mvals, moffs = _last_wins(keys, vals, foffs, pairs)
-    one = stream.encode("utf-8")
-    stream_col = pa.StringArray.from_buffers(n, pa.py_buffer((np.arange(n + 1) * len(one)).astype(np.int32)),
-                                             pa.py_buffer(one * n))
-    cols = [stream_col, id_text, at_most(ms_u, LONG_MAX), at_most(seq_u, LONG_MAX), ts,
+    cols = [_repeated(stream, n), id_text, at_most(ms_u, LONG_MAX), at_most(seq_u, LONG_MAX), ts,
             pa.MapArray.from_arrays(pa.array(moffs.astype(np.int32)), mkeys, mvals, type=schema.field("fields").type)]
     if with_list:
         ltype = schema.field("fields_list").type
         fl = pa.StructArray.from_arrays([keys_bin if binary else keys, vals], fields=list(ltype.value_type))
         cols.append(pa.ListArray.from_arrays(pa.array(foffs.astype(np.int32)), fl, type=ltype))
+    if source is not None:
+        cols.append(_repeated(source, n))
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _repeated(text, n):
+    """A string column of ``n`` times ``text``."""
+    import numpy as np
+    import pyarrow as pa
+    one = text.encode("utf-8")
+    return pa.StringArray.from_buffers(n, pa.py_buffer((np.arange(n + 1) * len(one)).astype(np.int32)),
+                                       pa.py_buffer(one * n))
 
 
 def _last_wins(keys, vals, offs, pairs):
@@ -681,6 +892,52 @@ def _sorted(d):
     return {k: d[k] for k in sorted(d)}
 
 
+def next_ends(start, tops, target):
+    """The streaming planner's math, both modes: per key (a stream; in
+    the url mode an (endpoint, stream) pair), (s, e): the offset ``s``
+    the next micro-batch starts after and the ID ``e`` it may end at:
+    the stream's top (``tops``: the keys found now and their last IDs),
+    never below ``s``, capped by the Trigger.AvailableNow ``target``.
+    A key of ``start`` not found now keeps its offset; a key found now
+    but not in ``start`` starts at 0-0."""
+    end = {}
+    for k in set(start) | set(tops):
+        s = _offset_id(start[k]) if k in start else ids.MIN_ID
+        top = tops.get(k)
+        e = top if top is not None and top > s else s
+        if target is not None:
+            t = target.get(k)
+            e = s if t is None else max(s, min(e, _offset_id(t)))
+        end[k] = (s, e)
+    return end
+
+
+def cap_ends(end, found, max_rows):
+    """``end`` (from ``next_ends``) cut to the first ``max_rows`` entries
+    over all keys, oldest ID first: ``found`` holds (ID, key) of up to
+    ``max_rows`` entries of each key after its ``s``."""
+    found.sort()
+    capped = {k: (s, s) for k, (s, e) in end.items()}
+    for i, k in found[:max_rows]:
+        capped[k] = (capped[k][0], i)
+    return capped
+
+
+def batch_ranges(p, start, end, first):
+    """A micro-batch's partitions, both modes: per key of ``end`` in order,
+    the range (start, end] from its first entry (``first(key, s, e)``:
+    its ID or None) split into ``p.partitions``; (key, lo, hi) each."""
+    for k in sorted(end):
+        s = _offset_id(start[k]) if k in start else ids.MIN_ID
+        e = _offset_id(end[k])
+        if e <= s:
+            continue
+        f = first(k, s, e)
+        if f is not None:
+            for lo, hi in split_range(f, e, p.partitions, p.partitions):
+                yield k, lo, hi
+
+
 class _Streaming:
     """What both stream readers share: offsets, admission control,
     Trigger.AvailableNow, group commits.  An offset is a dict
@@ -743,33 +1000,18 @@ class _Streaming:
         store = self._store()
         try:
             with store.read() as tx:
-                names = {n.decode(): n for n in p.names(tx)}
-                end = {}
-                for k in set(start) | set(names):
-                    s = _offset_id(start[k]) if k in start else ids.MIN_ID
-                    top = tx.last_generated_id(k.encode("utf-8")) if k in names else None
-                    e = top if top is not None and top > s else s
-                    if self.target is not None:
-                        t = self.target.get(k)
-                        e = s if t is None else max(s, min(e, _offset_id(t)))
-                    end[k] = (s, e)
+                tops = {n.decode(): tx.last_generated_id(n) for n in p.names(tx)}
+                end = next_ends(start, tops, self.target)
                 if max_rows is not None:
-                    end = self._cap(tx, end, max_rows)
+                    found = []
+                    for k, (s, e) in end.items():
+                        if e > s:
+                            got = tx.range(k.encode("utf-8"), RangeOptions(ids.incr(s), e, max_rows)) or []
+                            found.extend((_id(i), k) for i, _ in got)
+                    end = cap_ends(end, found, max_rows)
         finally:
             store.close()
         return _sorted({k: _fmt(e) for k, (s, e) in end.items()})
-
-    def _cap(self, tx, end, max_rows):
-        found = []
-        for k, (s, e) in end.items():
-            if e > s:
-                got = tx.range(k.encode("utf-8"), RangeOptions(ids.incr(s), e, max_rows)) or []
-                found.extend((_id(i), k) for i, _ in got)
-        found.sort()
-        capped = {k: (s, s) for k, (s, e) in end.items()}
-        for i, k in found[:max_rows]:
-            capped[k] = (capped[k][0], i)
-        return capped
 
     def _limit(self):
         return ReadMaxRows(self.plan.max_entries) if self.plan.max_entries else ReadAllAvailable()
@@ -779,24 +1021,16 @@ class _Streaming:
 
     def _parts(self, start, end):
         """Per stream, the ID range (start, end] split into ``partitions``."""
-        p = self.plan
-        out = []
         store = self._store()
         try:
             with store.read() as tx:
-                for k in sorted(end):
-                    s = _offset_id(start[k]) if k in start else ids.MIN_ID
-                    e = _offset_id(end[k])
-                    if e <= s:
-                        continue
-                    name = k.encode("utf-8")
-                    first = tx.range(name, RangeOptions(ids.incr(s), e, 1))
-                    if first:
-                        out.extend(XStreamPartition(name, lo, hi)
-                                   for lo, hi in split_range(_id(first[0][0]), e, p.partitions, p.partitions))
+                def first(k, s, e):
+                    got = tx.range(k.encode("utf-8"), RangeOptions(ids.incr(s), e, 1))
+                    return _id(got[0][0]) if got else None
+                return [XStreamPartition(k.encode("utf-8"), lo, hi)
+                        for k, lo, hi in batch_ranges(self.plan, start, end, first)]
         finally:
             store.close()
-        return out
 
     # ------------------------------------------------------------- groups
 
@@ -882,6 +1116,132 @@ class XStreamDriverStreamReader(_Streaming, SimpleDataSourceStreamReader, Suppor
         _Streaming.commit(self, end)
 
 
+class XStreamNetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``readStream.format("xstream").option("url", ...)``: the streaming
+    read over the network.  An offset is {endpoint name: {stream name:
+    ID of the last entry delivered}}; the planning is the path mode's
+    (``next_ends``, ``cap_ends``, ``batch_ranges``) on the flattened
+    offset {(endpoint, stream): ID}, each endpoint asked with SCAN and
+    XINFO STREAM; partitions are read by ``_read_net_range`` in the
+    executors, a replayed micro-batch too."""
+
+    target = None            # Trigger.AvailableNow: the last IDs when the query began, flattened
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.index = {ep.name: k for k, ep in enumerate(plan.endpoints)}
+
+    def initialOffset(self):
+        """Each stream's start; with ``group``, where the group is (created,
+        at the start, where it is missing), as in the path mode."""
+        p = self.plan
+        out = {}
+        for ep in p.endpoints:
+            with ep.connect() as conn:
+                names = p.net_names(conn)
+                if p.start is None:
+                    starts = {n: ids.MIN_ID for n in names}
+                elif p.start == "$":
+                    infos = conn.infos(names)
+                    starts = {n: _id(infos[n]["last-generated-id"]) for n in names if infos[n] is not None}
+                else:
+                    starts = {n: p.start for n in names}
+                if p.group:
+                    starts = {n: conn.move_group(n, p.group, i, p.consumer, create_only=True)
+                              for n, i in starts.items()}
+                out[ep.name] = {n.decode(): _fmt(i) for n, i in starts.items() if i is not None}
+        return _nest(_flatten(out))
+
+    def _tops(self, conn):
+        names = self.plan.net_names(conn)
+        infos = conn.infos(names)
+        return {(conn.ep.name, n.decode()): _id(infos[n]["last-generated-id"]) for n in names
+                if infos[n] is not None}
+
+    def _latest(self, start, max_rows):
+        p = self.plan
+        flat = _flatten(start)
+        tops, conns = {}, {}
+        try:
+            for ep in p.endpoints:
+                conns[ep.name] = ep.connect()
+                tops.update(self._tops(conns[ep.name]))
+            end = next_ends(flat, tops, self.target)
+            if max_rows is not None:
+                found = []
+                for k, (s, e) in sorted(end.items()):
+                    if e > s and k[0] in conns:
+                        got = conns[k[0]].call("XRANGE", k[1], "(" + _fmt(s), _fmt(e), "COUNT", max_rows,
+                                               stream=k[1])
+                        found.extend((_id(i), k) for i, _ in got)
+                end = cap_ends(end, found, max_rows)
+        finally:
+            for c in conns.values():
+                c.close()
+        return _nest({k: _fmt(e) for k, (s, e) in end.items()})
+
+    def latestOffset(self, start, limit):
+        return self._latest(start, limit.max_rows if isinstance(limit, ReadMaxRows) else None)
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.plan.max_entries) if self.plan.max_entries else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self):
+        self.target = _flatten(self._latest({}, None))
+
+    def partitions(self, start, end):
+        p = self.plan
+        conns = {}
+        try:
+            def first(k, s, e):
+                if k[0] not in self.index:
+                    raise XStreamError("the checkpoint's offset names endpoint %s, which option url no longer "
+                                       "lists" % k[0])
+                if k[0] not in conns:
+                    conns[k[0]] = p.endpoints[self.index[k[0]]].connect()
+                got = conns[k[0]].call("XRANGE", k[1], "(" + _fmt(s), _fmt(e), "COUNT", 1, stream=k[1])
+                return _id(got[0][0]) if got else None
+            return [XStreamNetPartition(self.index[k[0]], k[1].encode("utf-8"), lo, hi)
+                    for k, lo, hi in batch_ranges(p, _flatten(start), _flatten(end), first)]
+        finally:
+            for c in conns.values():
+                c.close()
+
+    def read(self, partition):
+        return _read_net_range(self.plan, partition)
+
+    def commit(self, end):
+        """Spark finished everything up to ``end``: with ``group``, move the
+        group on each endpoint (``Conn.move_group``: XGROUP SETID ...
+        ENTRIESREAD, never back), as the path mode does."""
+        p = self.plan
+        if not p.group:
+            return
+        flat = _flatten(end)
+        for ep in p.endpoints:
+            mine = sorted((n, i) for (e, n), i in flat.items() if e == ep.name)
+            if mine:
+                with ep.connect() as conn:
+                    for n, i in mine:
+                        conn.move_group(n.encode("utf-8"), p.group, _offset_id(i), p.consumer)
+
+
+def _flatten(offset):
+    """{endpoint: {stream: ID}} -> {(endpoint, stream): ID}."""
+    if not isinstance(offset, dict) or not all(isinstance(v, dict) for v in offset.values()):
+        raise XStreamError("offset %r is not {endpoint: {stream: ID}} (was the checkpoint written by the path "
+                           "mode?)" % (offset,))
+    return {(ep, n): i for ep, streams in offset.items() for n, i in streams.items()}
+
+
+def _nest(flat):
+    """{(endpoint, stream): ID} -> {endpoint: {stream: ID}}, in order."""
+    out = {}
+    for (ep, n) in sorted(flat):
+        out.setdefault(ep, {})[n] = flat[(ep, n)]
+    return out
+
+
 # ============================================================== writing
 
 
@@ -897,7 +1257,10 @@ class XStreamWriter(DataSourceWriter):
 
     def __init__(self, options, schema):
         _check_known(options, WRITE_OPTIONS, "write")
-        self.path = _required(options, "path")
+        self.endpoints = _endpoints(options)
+        if self.endpoints is not None and len(self.endpoints) != 1:
+            raise XStreamError("a write goes to one endpoint; option url lists %d" % len(self.endpoints))
+        self.path = None if self.endpoints else _required(options, "path")
         self.stream = options.get("stream")
         self.batch_size = _positive(options, "batch_size", 1000)
         cols = set(schema.fieldNames())
@@ -915,6 +1278,8 @@ class XStreamWriter(DataSourceWriter):
         self.has_fields = "fields" in cols
 
     def write(self, iterator):
+        if self.endpoints:
+            return self._net_write(iterator)
         store = _open(self.path, True)
         n = 0
         try:
@@ -928,6 +1293,23 @@ class XStreamWriter(DataSourceWriter):
                 n += self._commit(store, batch)
         finally:
             store.close()
+        return XStreamCommit(n)
+
+    def _net_write(self, iterator):
+        """The url mode: blocks of ``batch_size`` rows, each one pipelined
+        ``MULTI``, ``XADD`` ..., ``EXEC`` (``Conn.add_block``)."""
+        n, checked = 0, set()
+        with self.endpoints[0].connect() as conn:
+            block = []
+            for row in iterator:
+                name, fields, opts, given = self._item(row)
+                auto = given is None or given == "*"
+                block.append((name, None if auto else given, fields, None if auto else (opts.id, opts.seq_given)))
+                if len(block) >= self.batch_size:
+                    n += conn.add_block(block, checked)
+                    block = []
+            if block:
+                n += conn.add_block(block, checked)
         return XStreamCommit(n)
 
     def _item(self, row):

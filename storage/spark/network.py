@@ -1,0 +1,437 @@
+"""The url mode's wire: endpoints, connections and the commands the ``xstream`` data source sends to a server
+
+The server is ``xs serve`` or any Redis 7+ server.
+``option("url", "redis://edge-1:6380,redis://edge-2:6380")`` names one
+or more endpoints (comma-separated; ``rediss://`` for TLS, as redis-py
+takes it; ``unix://`` too).  Each is an ``Endpoint``: the URL to connect
+to (its user and password taken out of it), how to authenticate (the
+options ``user`` and ``password`` win over the URL's), the connect
+timeout (option ``connect_timeout``, seconds, default 10), and its
+``name``: the URL as given with the password removed, which is what the
+rows' ``source`` column and the streaming offsets hold (never a
+password).
+
+``Conn`` is one connection (redis-py's ``Connection``, RESP2; redis-py
+is imported here, lazily, when a connection is made, so nothing else
+needs it): commands one at a time or pipelined, replies raw (no
+redis-py response callbacks: an entry's fields stay a list, duplicates
+and order kept), every failure one line naming the endpoint (and the
+stream, where there is one): ``xstream: redis://edge-2:6380: cannot
+connect (...)``, ``... authentication failed (...)``, ``... stream
+'events:a': ...``.  What the data source asks of a server, all Redis
+7.0 commands: SCAN ... MATCH ... TYPE stream, TYPE, XINFO STREAM,
+XRANGE / XREVRANGE ... COUNT (with ``(`` for an exclusive start),
+WATCH / UNWATCH, MULTI, XADD, EXEC, and for a streaming read's
+consumer group XINFO GROUPS, XGROUP CREATE / SETID ... ENTRIESREAD and
+XGROUP CREATECONSUMER.  redis-py parses the replies (with hiredis's C
+parser where it is installed).
+
+Only ``storage.spark.source`` imports this module.
+"""
+import time
+import urllib.parse
+
+ERRORS_AUTH = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid username-password")
+
+
+class NetworkError(ValueError):
+    """A server that cannot be reached or refused a command: one line, naming the endpoint (and stream)."""
+
+    def __init__(self, text):
+        ValueError.__init__(self, "xstream: " + text)
+
+
+# ============================================================ endpoints
+
+
+class Endpoint:
+    """One endpoint of the ``url`` option (picklable: it travels to the executors)."""
+
+    def __init__(self, url, user=None, password=None, timeout=10.0):
+        self.name = _no_password(url)
+        try:
+            u = urllib.parse.urlsplit(url)
+            u.port
+        except ValueError as e:
+            raise NetworkError("url %r: %s" % (self.name, e))
+        if u.scheme not in ("redis", "rediss", "unix"):
+            raise NetworkError("url %r: an endpoint is redis://host:port, rediss://host:port (TLS) or "
+                               "unix:///path" % (self.name,))
+        if u.scheme != "unix" and not u.hostname:
+            raise NetworkError("url %r has no host" % (self.name,))
+        query = urllib.parse.parse_qsl(u.query, keep_blank_values=True)
+        given = dict(query)
+        # the options win over the URL's user info, which wins over its query
+        self.user = user if user is not None else (
+            urllib.parse.unquote(u.username) if u.username else given.get("username"))
+        self.password = password if password is not None else (
+            urllib.parse.unquote(u.password) if u.password is not None else given.get("password"))
+        q = urllib.parse.urlencode([(k, v) for k, v in query if k not in ("password", "username")])
+        self.url = "%s://%s%s%s" % (u.scheme, u.netloc.rpartition("@")[2], u.path, "?" + q if q else "")
+        self.timeout = timeout
+
+    def __repr__(self):
+        return "Endpoint(%r)" % self.name
+
+    def connect(self):
+        """A ``Conn`` to this endpoint, connected and authenticated."""
+        return Conn(self)
+
+
+def _no_password(url):
+    """``url`` as given, with the password taken out (of the user info and of the query)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    cut = min([rest.find(c) for c in "/?#" if c in rest] or [len(rest)])
+    netloc, tail = rest[:cut], rest[cut:]
+    user, at, host = netloc.rpartition("@")
+    if at:
+        user = user.partition(":")[0]
+        netloc = user + "@" + host if user else host
+    path, q, query = tail.partition("?")
+    if q:
+        query = "&".join(p for p in query.split("&") if p and not p.startswith("password="))
+    return scheme + "://" + netloc + path + ("?" + query if query else "")
+
+
+def parse_endpoints(text, user=None, password=None, timeout=10.0):
+    """The ``url`` option: one endpoint or several separated by commas."""
+    urls = [u.strip() for u in text.split(",")]
+    if not all(urls):
+        raise NetworkError("option url=%r has an empty endpoint" % (_no_password(text),))
+    eps = [Endpoint(u, user, password, timeout) for u in urls]
+    names = [e.name for e in eps]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise NetworkError("option url names %s more than once" % ", ".join(dup))
+    return eps
+
+
+# ========================================================== connections
+
+
+def _one_line(e):
+    text = " ".join(str(e).split())
+    return text or type(e).__name__
+
+
+class Conn:
+    """One connection to an endpoint (RESP2, raw replies)."""
+
+    def __init__(self, ep):
+        try:
+            import redis
+            from redis.connection import parse_url
+        except ImportError:
+            raise NetworkError("option url needs redis-py: pip install 'xstreamlog[spark]' (or redis)") from None
+        self.ep = ep
+        kw = parse_url(ep.url)
+        cls = kw.pop("connection_class", redis.Connection)
+        kw.update(username=ep.user, password=ep.password, socket_connect_timeout=ep.timeout,
+                  socket_timeout=max(60.0, ep.timeout), protocol=2)
+        self.conn = cls(**kw)
+        try:
+            self.conn.connect()
+        except redis.AuthenticationError as e:
+            raise NetworkError("%s: authentication failed (%s)" % (ep.name, _one_line(e)))
+        except redis.ResponseError as e:
+            if any(t in str(e) for t in ERRORS_AUTH):
+                raise NetworkError("%s: authentication failed (%s)" % (ep.name, _one_line(e)))
+            raise NetworkError("%s: refused the connection (%s)" % (ep.name, _one_line(e)))
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            raise NetworkError("%s: cannot connect (%s)" % (ep.name, _one_line(e)))
+
+    def close(self):
+        self.conn.disconnect()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def fail(self, e, stream=None):
+        """``e`` (a redis-py error) as the one-line NetworkError naming the endpoint and ``stream``."""
+        import redis
+        where = self.ep.name + (" stream %r" % _name(stream) if stream is not None else "")
+        if isinstance(e, (redis.ConnectionError, redis.TimeoutError, OSError)):
+            return NetworkError("%s: connection lost (%s)" % (where, _one_line(e)))
+        if any(t in str(e) for t in ERRORS_AUTH):
+            return NetworkError("%s: authentication failed (%s)" % (where, _one_line(e)))
+        return NetworkError("%s: %s" % (where, _one_line(e)))
+
+    def pipeline(self, commands, stream=None, errors=False):
+        """Send ``commands`` together; their replies in order.  A reply
+        that is an error raises (naming ``stream``), unless ``errors``:
+        then it is returned as redis-py's ResponseError."""
+        import redis
+        c = self.conn
+        try:
+            c.send_packed_command(c.pack_commands(commands))
+            out = []
+            for _ in commands:
+                try:
+                    out.append(c.read_response())
+                except redis.ResponseError as e:
+                    out.append(e)
+        except (redis.RedisError, OSError) as e:
+            raise self.fail(e, stream)
+        if not errors:
+            for r in out:
+                if isinstance(r, redis.ResponseError):
+                    raise self.fail(r, stream)
+        return out
+
+    def call(self, *args, stream=None):
+        return self.pipeline([args], stream)[0]
+
+    # ------------------------------------------------------------- reads
+
+    def stream_names(self, pattern):
+        """The streams whose names match the glob ``pattern`` (SCAN ... TYPE stream), sorted."""
+        out, cursor = set(), b"0"
+        while True:
+            cursor, keys = self.call("SCAN", cursor, "MATCH", pattern, "COUNT", 1000, "TYPE", "stream")
+            out.update(bytes(k) for k in keys)
+            if cursor in (b"0", 0, "0"):
+                return sorted(out)
+
+    def key_type(self, name):
+        t = self.call("TYPE", name, stream=name)
+        return t.decode() if isinstance(t, bytes) else str(t)
+
+    def infos(self, names):
+        """XINFO STREAM of each of ``names`` (pipelined): {name: {field: value}}
+        (None for a key that is gone)."""
+        import redis
+        replies = self.pipeline([("XINFO", "STREAM", n) for n in names], errors=True)
+        out = {}
+        for n, r in zip(names, replies):
+            if isinstance(r, redis.ResponseError):
+                if "no such key" in str(r).lower():
+                    out[n] = None
+                    continue
+                raise self.fail(r, n)
+            out[n] = {bytes(r[i]).decode(): r[i + 1] for i in range(0, len(r) - 1, 2)}
+        return out
+
+    def first_last(self, names, lo, hi):
+        """Per stream of ``names``: (first, last) IDs inside [lo, hi] (None: no entry there)."""
+        cmds = []
+        for n in names:
+            cmds.append(("XRANGE", n, fmt(lo), fmt(hi), "COUNT", 1))
+            cmds.append(("XREVRANGE", n, fmt(hi), fmt(lo), "COUNT", 1))
+        replies = self.pipeline(cmds)
+        out = {}
+        for i, n in enumerate(names):
+            a, b = replies[2 * i], replies[2 * i + 1]
+            out[n] = (parse_id(a[0][0]), parse_id(b[0][0])) if a and b else None
+        return out
+
+    def pages(self, name, lo, hi, chunk):
+        """The entries of stream ``name`` in [lo, hi], ``chunk`` a page
+        (XRANGE ... COUNT chunk, then ``(`` the page's last ID): lists of
+        (ID text, [field, value, ...]).  Ends with a TYPE: a stream
+        deleted since the read was planned is an error, never an empty
+        read."""
+        start = fmt(lo)
+        end = fmt(hi)
+        while True:
+            page = self.call("XRANGE", name, start, end, "COUNT", chunk, stream=name)
+            if page:
+                yield page
+            if len(page) < chunk:
+                break
+            last = bytes(page[-1][0])
+            if parse_id(last) >= hi:
+                break
+            start = b"(" + last
+        t = self.key_type(name)
+        if t != "stream":
+            raise NetworkError("%s stream %r: %s since the read was planned" % (
+                self.ep.name, _name(name), "deleted" if t == "none" else "no longer a stream (a %s)" % t))
+
+    # ------------------------------------------------------------ groups
+
+    def move_group(self, name, group, i, consumer=None, create_only=False, tries=5):
+        """Move consumer group ``group`` of stream ``name`` to ``i`` with
+        ENTRIESREAD n (n = entries ever added minus those still after
+        ``i``: XINFO GROUPS then shows an exact lag), creating it there
+        where it is missing, never moving it back; and create
+        ``consumer`` in it.  With ``create_only``, an existing group
+        stays where it is.  The group's last-delivered ID afterwards
+        (None: the stream is gone).  The stream is WATCHed while n is
+        counted, so n and the move are one consistent step; a stream
+        that keeps changing is moved without the WATCH on the last try
+        (n then counts entries added meanwhile as unread: the lag is
+        too large by those, never too small)."""
+        import redis
+        for attempt in range(tries):
+            watch = attempt < tries - 1
+            first = [("WATCH", name)] if watch else []
+            replies = self.pipeline(first + [("XINFO", "STREAM", name), ("XINFO", "GROUPS", name)], stream=name,
+                                    errors=True)
+            if isinstance(replies[-2], redis.ResponseError):
+                if watch:
+                    self.call("UNWATCH")
+                if "no such key" in str(replies[-2]).lower():
+                    return None
+                raise self.fail(replies[-2], name)
+            info = _pairs(replies[-2])
+            found = [g for g in map(_pairs, replies[-1]) if bytes(g["name"]).decode() == group]
+            now = parse_id(found[0]["last-delivered-id"]) if found else None
+            if now is not None and (create_only or now >= i):
+                if watch:
+                    self.call("UNWATCH")
+                if consumer:
+                    self.call("XGROUP", "CREATECONSUMER", name, group, consumer, stream=name)
+                return now
+            n = max(0, int(info["entries-added"]) - self._count_after(name, i))
+            verb = "SETID" if found else "CREATE"
+            cmds = [("XGROUP", verb, name, group, fmt(i), "ENTRIESREAD", n)]
+            if consumer:
+                cmds.append(("XGROUP", "CREATECONSUMER", name, group, consumer))
+            if watch:
+                cmds = [("MULTI",)] + cmds + [("EXEC",)]
+            replies = self.pipeline(cmds, stream=name, errors=True)
+            result = replies[-1] if watch else replies
+            if result is None:
+                continue                            # the stream changed while n was counted: again
+            for r in [result] + list(result if isinstance(result, list) else []):
+                if isinstance(r, redis.ResponseError):
+                    raise self.fail(r, name)
+            return i
+        raise AssertionError("unreachable")
+
+    def _count_after(self, name, i):
+        """How many entries of ``name`` are above ``i`` (XRANGE pages)."""
+        n, start = 0, "(" + fmt(i)
+        while i < (U64, U64):
+            page = self.call("XRANGE", name, start, "+", "COUNT", 10000, stream=name)
+            n += len(page)
+            if len(page) < 10000:
+                break
+            start = b"(" + bytes(page[-1][0])
+        return n
+
+    # ------------------------------------------------------------ writes
+
+    def add_block(self, rows, checked, tries=20):
+        """Add ``rows`` ((stream, ID text or None, [field, value, ...],
+        explicit ID or None) each) in ONE pipelined ``MULTI``/``EXEC``,
+        all or nothing, on Redis too (whose EXEC runs the other commands
+        of a block in which one fails; xs serve's adds none): what could
+        fail is checked first.  A key that is not a stream: ``TYPE`` of
+        each stream the first time this task writes to it (``checked``,
+        a set kept by the caller).  An explicit ID not above its
+        stream's top: the streams given explicit IDs are WATCHed and
+        their top IDs read (``XINFO STREAM``), the IDs checked, and a
+        watched stream changed by someone else meanwhile makes EXEC
+        answer null: the block is sent again (up to ``tries`` times).
+        Blocks of automatic IDs only watch nothing, so tasks writing to
+        one stream at once never hold each other up.  The number of
+        rows added."""
+        import redis
+        names = sorted({r[0] for r in rows})
+        explicit = sorted({r[0] for r in rows if r[1] is not None})
+        unchecked = [n for n in names if n not in checked and n not in explicit]
+        if unchecked:
+            for n, t in zip(unchecked, self.pipeline([("TYPE", n) for n in unchecked])):
+                t = t.decode() if isinstance(t, bytes) else str(t)
+                if t not in ("stream", "none"):
+                    raise NetworkError("%s stream %r: the key is not a stream (it is a %s); nothing of this block "
+                                       "of %d rows was added, earlier blocks stay" % (self.ep.name, _name(n), t,
+                                                                                      len(rows)))
+            checked.update(unchecked)
+        for attempt in range(tries):
+            if explicit:
+                replies = self.pipeline([("WATCH",) + tuple(explicit)] + [("XINFO", "STREAM", n) for n in explicit],
+                                        errors=True)
+                tops = {}
+                for n, r in zip(explicit, replies[1:]):
+                    if isinstance(r, redis.ResponseError):
+                        if "no such key" not in str(r).lower():
+                            self.call("UNWATCH")
+                            raise self.fail(r, n)
+                        tops[n] = (0, 0)
+                    else:
+                        tops[n] = parse_id(_pairs(r)["last-generated-id"])
+                bad = _check_ids(rows, tops)
+                if bad:
+                    self.call("UNWATCH")
+                    name, given, text = bad
+                    raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was added, "
+                                       "earlier blocks stay" % (self.ep.name, _name(name), given, text, len(rows)))
+            cmds = [("MULTI",)] + [("XADD", n, i or "*") + tuple(f) for n, i, f, _ in rows] + [("EXEC",)]
+            replies = self.pipeline(cmds, errors=True)
+            result = replies[-1]
+            for (n, i, _, _), r in zip(rows, replies[1:-1]):
+                if isinstance(r, redis.ResponseError):          # refused while queued: EXEC aborts the block
+                    raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was "
+                                       "added, earlier blocks stay" % (self.ep.name, _name(n), i or "*",
+                                                                       _one_line(r), len(rows)))
+            if result is None:
+                time.sleep(0.005 * attempt)                      # a watched stream changed: again
+                continue
+            if isinstance(result, redis.ResponseError):
+                raise self.fail(result)
+            for (n, i, _, _), r in zip(rows, result):
+                if isinstance(r, redis.ResponseError):
+                    raise NetworkError("%s stream %r: adding id %s: %s (on Redis, the other rows of this block "
+                                       "of %d were added; on xs serve, none)" % (self.ep.name, _name(n), i or "*",
+                                                                                 _one_line(r), len(rows)))
+            return len(rows)
+        raise NetworkError("%s: the streams %s kept changing while a block of %d rows with explicit IDs was added "
+                           "(tried %d times); nothing of it was added" % (
+                               self.ep.name, ", ".join(map(repr, map(_name, explicit))), len(rows), tries))
+
+
+def _check_ids(rows, tops):
+    """The first row whose explicit ID XADD would refuse, given the
+    streams' top IDs: (stream, ID text, Redis's error); None if none.
+    After an automatic ID in a stream its top is the server's clock,
+    unknown here: later explicit IDs of that stream are left to the
+    server."""
+    tops = dict(tops)
+    for name, given, _, parsed in rows:
+        top = tops.get(name)
+        if top is None:
+            continue
+        if parsed is None:
+            tops[name] = None
+            continue
+        i, seq_given = parsed
+        if seq_given:
+            if i == (0, 0):
+                return name, given, "ERR The ID specified in XADD must be greater than 0-0"
+            if i <= top:
+                return name, given, "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+            tops[name] = i
+        else:
+            ms = i[0]
+            if ms < top[0] or (ms == top[0] and top[1] == (1 << 64) - 1):
+                return name, given, "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+            tops[name] = (ms, top[1] + 1 if ms == top[0] else 0)
+    return None
+
+
+U64 = (1 << 64) - 1
+
+
+def _pairs(reply):
+    """A RESP2 flat [name, value, ...] reply as a dict keyed by text."""
+    return {bytes(reply[k]).decode(): reply[k + 1] for k in range(0, len(reply) - 1, 2)}
+
+
+def fmt(i):
+    return "%d-%d" % i
+
+
+def parse_id(text):
+    ms, _, seq = bytes(text).partition(b"-")
+    return int(ms), int(seq or 0)
+
+
+def _name(n):
+    return n.decode("utf-8", "backslashreplace") if isinstance(n, (bytes, bytearray)) else n
