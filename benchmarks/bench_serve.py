@@ -2,11 +2,17 @@
 driven by ``redis-benchmark`` (redis-tools).
 
     python3 benchmarks/bench_serve.py [-n 100000] [-c 50] [-P 1,16] [--cases xadd,xreadgroup,ackloop]
-                                 [--consumers 8] [--count 10]
+                                 [--consumers 8] [--count 10] [--servers redis,xs,xs-pure] [--repeat 1]
 
-Both servers start fresh on free loopback ports, each durable before it
-replies: redis-server with ``--appendonly yes --appendfsync always``,
-xs serve as it runs by default (LMDB commit with fsync).  Cases:
+The servers start fresh on free loopback ports, side by side, each
+durable before it replies: redis-server with ``--appendonly yes
+--appendfsync always``, xs serve as it runs by default (LMDB commit with
+fsync) -- ``xs`` with the ``serve`` extra (hiredis reads requests, uvloop
+runs the event loop) where it is installed, ``xs-pure`` with
+XS_SERVE_PURE=1 (the pure-Python reader and asyncio's loop).  Each
+measurement runs on every server in turn, so that they share whatever
+else the machine is doing; ``--repeat N`` repeats each and reports the
+median.  Cases:
 
   xadd        ``XADD s * f v``
   xreadgroup  ``XREADGROUP GROUP g c COUNT 1 STREAMS s >`` on a stream
@@ -23,12 +29,12 @@ and
               ``XACK s g`` of the IDs it got, until the stream is drained.
               Its figures are entries per second and the p50/p99 of one
               iteration (read + ack).  At the end the group's PEL must be
-              empty and every entry delivered exactly once, on both
-              servers (else the benchmark fails).
+              empty and every entry delivered exactly once, on every
+              server (else the benchmark fails).
 
-Prints requests per second and p50/p99 latency (ms) of both servers and
-the ratio xs/redis.  The issue's goal: xs at least 0.5x unpipelined and
-1.0x pipelined.
+Prints, per case and server, requests per second, the ratio to
+redis-server and the p50/p99 latency (ms).  The issue's goal: xs at
+least 0.5x redis-server.
 """
 import argparse
 import csv
@@ -164,6 +170,39 @@ def ackloop(port, consumers, count):
     return len(delivered) / max(end - t0, 1e-9), pick(0.50), pick(0.99)
 
 
+def has_extra():
+    """Whether the serve extra (hiredis, uvloop) is installed here."""
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in ("hiredis", "uvloop"))
+
+
+def start_servers(names, tmp, procs):
+    """Start redis, xs, xs-pure into ``procs``, {name: (port, Popen)}."""
+    for name in names:
+        port = free_port()
+        if name == "redis":
+            p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        else:
+            env = dict(os.environ)
+            env.pop("XS_SERVE_PURE", None)
+            if name == "xs-pure":
+                env["XS_SERVE_PURE"] = "1"
+            p = subprocess.Popen(XS + ["--db", os.path.join(tmp, name), "serve", "--port", str(port),
+                                       "--loglevel", "info", "--allow-no-password"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, cwd=ROOT, env=env)
+        procs[name] = (port, p)
+    for name, (port, p) in procs.items():
+        wait_ready(port, p, name)
+
+
+def median(rows):
+    """The median run (by throughput) of repeated measurements."""
+    rows = sorted(rows)
+    return rows[len(rows) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=100000, help="requests per run")
@@ -172,11 +211,22 @@ def main():
     ap.add_argument("--cases", default="xadd,xreadgroup,ackloop")
     ap.add_argument("--consumers", type=int, default=8, help="consumer processes of the ackloop case")
     ap.add_argument("--count", type=int, default=10, help="XREADGROUP COUNT of the ackloop case")
+    ap.add_argument("--servers", default=None,
+                    help="comma separated, of redis, xs (the serve extra), xs-pure (XS_SERVE_PURE=1); "
+                         "default: all three, or redis,xs-pure without the serve extra")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (the median is shown)")
     a = ap.parse_args()
     cases = a.cases.split(",")
     for name in cases:
         if name not in CASES:
             sys.exit("unknown case %r (cases: %s)" % (name, ", ".join(CASES)))
+    extra = has_extra()
+    servers = (a.servers or ("redis,xs,xs-pure" if extra else "redis,xs-pure")).split(",")
+    for name in servers:
+        if name not in ("redis", "xs", "xs-pure"):
+            sys.exit("unknown server %r (servers: redis, xs, xs-pure)" % name)
+    if "xs" in servers and not extra:
+        sys.exit("the xs server with the serve extra needs hiredis and uvloop (pip install 'xstreamlog[serve]')")
     if "ackloop" in cases:
         try:
             import redis  # noqa: F401
@@ -186,51 +236,45 @@ def main():
         if not shutil.which(tool):
             sys.exit("%s is not installed (apt-get install redis-server redis-tools)" % tool)
     tmp = tempfile.mkdtemp(prefix="xs-bench-serve-")
-    rport, xport = free_port(), free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    xs = subprocess.Popen(XS + ["--db", os.path.join(tmp, "store"), "serve", "--port", str(xport),
-                                "--loglevel", "warning", "--allow-no-password"], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE,
-                          cwd=ROOT)
+    procs = {}
     try:
-        wait_ready(rport, redis, "redis-server")
-        wait_ready(xport, xs, "xs serve")
-        print("redis-benchmark -n %d -c %d; redis-server %s with appendfsync always vs xs serve (fsync on commit)"
-              % (a.n, a.c, cli(rport, "INFO", "server").split("redis_version:")[1].split()[0]))
-        print("%-12s %3s  %10s %10s %6s  %8s %8s  %8s %8s" % ("case", "-P", "redis r/s", "xs r/s", "xs/r",
-                                                              "r p50", "xs p50", "r p99", "xs p99"))
+        start_servers(servers, tmp, procs)
+        version = ""
+        if "redis" in procs:
+            version = " " + cli(procs["redis"][0], "INFO", "server").split("redis_version:")[1].split()[0]
+        print("redis-benchmark -n %d -c %d; redis-server%s with appendfsync always vs xs serve (fsync on commit)%s"
+              % (a.n, a.c, version, "" if a.repeat == 1 else "; median of %d runs" % a.repeat))
+        print("%-12s %3s  %-8s %10s %6s  %8s %8s" % ("case", "-P", "server", "r/s", "/redis", "p50", "p99"))
         for name in cases:
             command, needs_fill = CASES[name]
-            if command is None:        # ackloop: redis-py consumers, entries/s
-                res = []
-                for port in (rport, xport):
-                    fill(port, a.n)
-                    res.append(ackloop(port, a.consumers, a.count))
-                (rr, r50, r99), (xr, x50, x99) = res
-                print("%-12s %3s  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
-                      % (name, "-", rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
-                continue
-            for depth in [int(x) for x in a.P.split(",")]:
-                res = []
-                for port in (rport, xport):
-                    if needs_fill:
-                        fill(port, a.n)
-                    else:
-                        cli(port, "DEL", "s")
-                    res.append(bench(port, a.n, a.c, depth, command))
-                (rr, r50, r99), (xr, x50, x99) = res
-                print("%-12s %3d  %10.0f %10.0f %5.2fx  %8.2f %8.2f  %8.2f %8.2f"
-                      % (name, depth, rr, xr, xr / rr, r50, x50, r99, x99), flush=True)
-        print("(latencies in ms; xs/r is the throughput ratio)")
+            for depth in ([None] if command is None else [int(x) for x in a.P.split(",")]):
+                runs = {s: [] for s in servers}
+                for _ in range(a.repeat):
+                    for srv in servers:
+                        port = procs[srv][0]
+                        if needs_fill:
+                            fill(port, a.n)
+                        else:
+                            cli(port, "DEL", "s")
+                        if command is None:        # ackloop: redis-py consumers, entries/s
+                            runs[srv].append(ackloop(port, a.consumers, a.count))
+                        else:
+                            runs[srv].append(bench(port, a.n, a.c, depth, command))
+                base = median(runs["redis"])[0] if "redis" in runs else None
+                for srv in servers:
+                    rps, p50, p99 = median(runs[srv])
+                    print("%-12s %3s  %-8s %10.0f %6s  %8.2f %8.2f"
+                          % (name, "-" if depth is None else depth, srv, rps,
+                             "%.2fx" % (rps / base) if base else "-", p50, p99), flush=True)
+        print("(latencies in ms; /redis is the throughput ratio to redis-server; xs: with the serve extra, "
+              "xs-pure: XS_SERVE_PURE=1)")
         if "ackloop" in cases:
             print("(ackloop: %d consumers, COUNT %d; entries/s, latency of one XREADGROUP + XACK iteration; "
-                  "exactly-once delivery and an empty PEL checked on both servers)" % (a.consumers, a.count))
+                  "exactly-once delivery and an empty PEL checked on every server)" % (a.consumers, a.count))
     finally:
-        for p in (redis, xs):
+        for port, p in procs.values():
             p.send_signal(signal.SIGTERM)
-        for p in (redis, xs):
+        for port, p in procs.values():
             try:
                 p.wait(30)
             except subprocess.TimeoutExpired:

@@ -112,7 +112,8 @@ def register(cli):
         cfg = Config(bind=bind, port=port, unixsocket=unixsocket, unixsocketperm=perm, requirepass=requirepass,
                      protected_mode=protected_mode == "yes", maxclients=maxclients, durable=obj.durable,
                      db=context.db_path(obj), tls_port=tls_port, tls_cert_file=tls_cert_file,
-                     tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients)
+                     tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients,
+                     native=os.environ.get("XS_SERVE_PURE", "") in ("", "0"))
         problem = cfg.tls_problem()
         if problem:
             raise click.UsageError(problem)

@@ -35,6 +35,18 @@ def setup_logging(level="notice"):
     return log
 
 
+def _runner(config):
+    """uvloop's run (the ``serve`` extra) where installed, unless the
+    config says the pure-Python path; else asyncio's."""
+    if config.native:
+        try:
+            import uvloop
+            return uvloop.run
+        except ImportError:
+            pass
+    return asyncio.run
+
+
 def serve(store, config, ready=None):
     """Serve ``store`` until SIGTERM / SIGINT; returns the exit status."""
     from xstream_cli.server.connection import Server
@@ -53,7 +65,7 @@ def serve(store, config, ready=None):
         log.info("signal received: draining %d client(s)", len(srv.clients))
         await srv.stop()
         log.info("stopped; every acknowledged write is on disk")
-    asyncio.run(main())
+    _runner(config)(main())
     if srv.engine_stuck:
         # the engine thread is inside LMDB, waiting for another process's
         # write lock: the store cannot be closed under it, and nothing it

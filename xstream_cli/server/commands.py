@@ -18,7 +18,7 @@ from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import OK, Map, Status
 from xstream_cli.server.config import REDIS_VERSION
 from xstream_cli.server.engine import Item, item_for, log
-from xstream_cli.server.resp import NULL_ARRAY, Verbatim, encode
+from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode
 
 
 def _err(text):
@@ -40,12 +40,6 @@ def _local(*names, arity):
 NOAUTH_OK = {b"AUTH", b"HELLO", b"QUIT", b"RESET"}
 PROTO_CHANGERS = {b"HELLO", b"RESET"}
 NOT_QUEUED = {b"EXEC", b"DISCARD", b"MULTI", b"WATCH", b"QUIT", b"RESET"}
-
-
-def encode_reply(r, proto, array_null=False):
-    if type(r) is Raw:
-        return r.data
-    return encode(r, proto, array_null)
 
 
 # =================================================================== commands
@@ -303,7 +297,8 @@ def _info_text(srv, sections, keyspace):
     s = {
         "server": [("redis_version", REDIS_VERSION), ("redis_mode", "standalone"), ("xs_version", _xs_version()),
                    ("os", os.uname().sysname + " " + os.uname().release), ("arch_bits", 64),
-                   ("multiplexing_api", "asyncio"), ("process_id", os.getpid()), ("run_id", srv.run_id),
+                   ("multiplexing_api", type(srv.loop).__module__.split(".")[0]),      # asyncio or uvloop
+                   ("process_id", os.getpid()), ("run_id", srv.run_id),
                    ("tcp_port", cfg.port if not cfg.unixsocket else 0),
                    ("uptime_in_seconds", int(up)), ("uptime_in_days", int(up // 86400)),
                    ("executable", "xs serve"), ("config_file", "")],
@@ -575,11 +570,3 @@ async def _exec(srv, c, argv):
     for it, r in zip(items, replies):
         parts.append(encode(r, c.proto, it.array_null))
     return Raw(b"".join(parts))
-
-
-class Raw:
-    """A reply already encoded (EXEC's array of differently shaped replies)."""
-    __slots__ = ("data",)
-
-    def __init__(self, data):
-        self.data = data

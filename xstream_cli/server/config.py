@@ -25,7 +25,8 @@ class Config:
     def __init__(self, bind="127.0.0.1", port=6379, unixsocket=None, unixsocketperm=0o700,
                  requirepass=None, protected_mode=True, maxclients=10000,
                  max_bulk=512 << 20, output_limit=256 << 20, durable=True, db="", tls_port=0,
-                 tls_cert_file=None, tls_key_file=None, tls_ca_cert_file=None, tls_auth_clients="yes"):
+                 tls_cert_file=None, tls_key_file=None, tls_ca_cert_file=None, tls_auth_clients="yes",
+                 native=True):
         self.bind = bind
         self.port = port
         self.unixsocket = unixsocket
@@ -43,6 +44,9 @@ class Config:
         self.tls_key_file = tls_key_file
         self.tls_ca_cert_file = tls_ca_cert_file
         self.tls_auth_clients = tls_auth_clients     # yes | no | optional, as Redis
+        # the serve extra: hiredis reads requests, uvloop runs the event loop,
+        # where installed; False: the pure-Python path (XS_SERVE_PURE=1)
+        self.native = native
 
     def tls_problem(self):
         """Why the TLS options cannot work (a usage error), or None."""

@@ -5,9 +5,11 @@ xstream_cli.server.commands, every stream and keyspace command to the
 engine thread (engine.py), parsed by the CLI's own command table.
 
 One event loop reads and writes every connection; it never touches the
-store itself.  A client's commands that arrive together (a pipeline) go
-to the engine as one job, in order; replies are written in order and
-only after the commit that made them durable.  Connections are asyncio
+store itself (uvloop's where the ``serve`` extra is installed, asyncio's
+otherwise or with XS_SERVE_PURE=1).  A client's commands that arrive
+together (a pipeline) go to the engine as one job, in order, the jobs
+of one loop iteration together; replies are written in order, a job's
+in one write, and only after the commit that made them durable.  Connections are asyncio
 Protocols: bytes received are parsed at once and a client's commands
 run in a task of its own while it has some.  A slow reader only holds
 up itself (its task waits while its transport is paused), and a client
@@ -26,10 +28,10 @@ from storage import errors
 from storage.errors import DENIED, NOAUTH, RedisError
 from xstream_cli.commands import lookup
 from xstream_cli.output.reply import Status
-from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS, Raw, encode_reply
+from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS
 from xstream_cli.server.config import loopback
 from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
-from xstream_cli.server.resp import ProtocolError, RequestParser, encode
+from xstream_cli.server.resp import ProtocolError, Raw, RequestParser, encode, encode_replies
 from xstream_cli.server.stats import Stats
 
 log = logging.getLogger("xs.serve")
@@ -61,7 +63,7 @@ class Client:
         self.writer = transport
         self.addr = addr
         self.laddr = laddr
-        self.parser = RequestParser(server.config.max_bulk)
+        self.parser = RequestParser(server.config.max_bulk, native=server.config.native)
         self.proto = 2
         self.name = None
         self.lib_name = None
@@ -125,6 +127,7 @@ class Server:
         self.auth_next = 0.0         # when the server may answer its next wrong password (monotonic)
         self.auth_failed = 0         # wrong passwords since the last log line about them
         self.auth_log_at = 0.0       # when that line may be written again
+        self._outbox = []            # jobs for the engine from this loop iteration (_submit)
 
     # ---------------------------------------------------------- life cycle
 
@@ -134,6 +137,9 @@ class Server:
             log.warning(reduced)
         await self.start_in_process()
         c = self.config
+        log.info("requests read by %s; event loop: %s", "hiredis" if RequestParser(native=c.native).native
+                 else "the pure-Python reader", "uvloop" if type(self.loop).__module__.startswith("uvloop")
+                 else "asyncio")
         if c.unixsocket:
             if _listening(c.unixsocket):
                 raise OSError("another server is listening on %s" % c.unixsocket)
@@ -208,6 +214,7 @@ class Server:
         deadline = time.monotonic() + 2
         while self.clients and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        self._hand_over()
         if not await self.loop.run_in_executor(None, self.engine.stop, 0 if stuck else DRAIN_S):
             # another process holds the store's write lock: the engine waits
             # for it with the commands it has; they were never committed (no
@@ -250,7 +257,7 @@ class Server:
             if sock is not None:
                 try:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                except OSError:
+                except Exception:        # uvloop's transports set it themselves
                     pass
         else:
             addr = laddr = "%s:0" % (cfg.unixsocket,)
@@ -339,7 +346,7 @@ class Server:
                 c.inflight = True
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0]
-                self.engine.submit(Job(items, lambda res: self._answered(c, items, res)))
+                self._submit(Job(items, lambda res: self._answered(c, items, res), owner=c.id))
                 self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
@@ -349,10 +356,7 @@ class Server:
         then go on with what the client sent meanwhile."""
         c.inflight = False
         replies, blocked = res
-        if len(replies) == 1:
-            self._send(c, encode_reply(replies[0], c.proto, items[0].array_null))
-        else:
-            self._send(c, b"".join([encode_reply(r, c.proto, it.array_null) for it, r in zip(items, replies)]))
+        self._send(c, encode_replies(items, replies, c.proto))
         self.stats.replies(items, replies)
         if blocked is not None:
             c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
@@ -485,18 +489,15 @@ class Server:
         waits here (other clients go on)."""
         while items:
             if all(it.cmd is None and it.fn is None for it in items):
-                self._send(c, b"".join(encode_reply(it.reply, c.proto) for it in items))
-                self.stats.replies(items, [it.reply for it in items])
+                replies = [it.reply for it in items]
+                self._send(c, encode_replies(items, replies, c.proto))
+                self.stats.replies(items, replies)
                 return
-            replies, blocked = await self._run(items)
-            out = []
-            for it, r in zip(items, replies):
-                out.append(encode_reply(r, c.proto, it.array_null))
+            replies, blocked = await self._run(items, owner=c.id)
+            self._send(c, encode_replies(items, replies, c.proto))
             self.stats.replies(items, replies)
             if blocked is None:
-                self._send(c, b"".join(out))
                 return
-            self._send(c, b"".join(out))
             i, cmd, args, w = blocked
             r = await self._block(c, cmd, args, w)
             if c.closing:
@@ -505,11 +506,26 @@ class Server:
             self.stats.reply(items[i], r)
             items = items[i + 1:]
 
-    def _run(self, items, exec_=False, watched=None):
+    def _run(self, items, exec_=False, watched=None, owner=None):
         """Hand ``items`` to the engine; a future of (replies, blocked)."""
         fut = self.loop.create_future()
-        self.engine.submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched))
+        self._submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched, owner))
         return fut
+
+    def _submit(self, job):
+        """Hand ``job`` to the engine.  The jobs of one loop iteration (the
+        clients whose requests came in one wake-up) cross to the engine
+        thread together, at the end of it, and so make one batch."""
+        box = self._outbox
+        box.append(job)
+        if len(box) == 1:
+            self.loop.call_soon(self._hand_over)
+
+    def _hand_over(self):
+        box = self._outbox
+        if box:
+            self._outbox = []
+            self.engine.submit(box if len(box) > 1 else box[0])
 
     def _deliver(self, done):
         """(engine thread) Answer a batch's jobs in one loop wake-up."""

@@ -2,11 +2,15 @@
 commit; blocked reads wait in threads of their own.
 
 Group commit.  Connections hand the engine ``Job``s (the commands one
-client sent together, in order).  The engine thread takes every job
-that is waiting, runs them all in ONE LMDB transaction and commits it
-(one fsync), then answers each job: every reply leaves only after the
-commit that made it durable.  While it commits, requests pile up and
-make the next batch.  The transaction has savepoints (storage.txn):
+client sent together, in order; the jobs of one event-loop iteration
+cross in one hand-over).  The engine thread takes every job that is
+waiting, runs them all in ONE LMDB transaction and commits it (one
+fsync), then answers each job: every reply leaves only after the
+commit that made it durable, and the whole batch's answers cross back
+to the event loop in one wake-up.  While it commits, requests pile up
+and make the next batch; when that commit took long, the next batch
+waits a little for the clients it answered (``Engine._gather``), so
+that clients do not split into two halves taking turns.  The transaction has savepoints (storage.txn):
 each write verb is atomic on its own, so a command that fails changes
 nothing and does not affect the other commands of the batch (script
 mode's rule, xstream_cli.execution.session).  A batch of reads only is run in a
@@ -57,6 +61,10 @@ from xstream_cli.execution.batch import Batch
 
 log = logging.getLogger("xs.serve")
 MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
+GATHER_MIN_S = 0.0005          # a write batch that took this long makes the next one gather (Engine._gather) ...
+GATHER_FRACTION = 0.25         # ... waiting at most this fraction of its time
+GATHER_MAX_S = 0.002           # ... and at most this long
+GATHER_BACKOFF = 16            # batches that do not wait after a wait that brought nobody
 
 
 
@@ -101,16 +109,37 @@ def item_for(argv):
     """An engine Item for a command of the table (its parse error as
     the reply when it does not parse)."""
     na = len(argv)
-    if na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+    name = argv[0].upper()
+    if na >= 5 and na & 1 and argv[2] == b"*" and name == b"XADD":
         return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
+    key = None
+    if name in _REPEATED and na <= 32:
+        key = tuple(argv)
+        hit = _parsed.get(key)
+        if hit is not None:
+            return Item(cmd=hit[0], args=hit[1])
     try:
         cmd = lookup(argv)
     except RedisError as e:
         return Item(reply=e, name=_known_name(argv), rejected=True)
     try:
-        return Item(cmd=cmd, args=cmd.parse(argv))
+        args = cmd.parse(argv)
     except RedisError as e:         # it ran, and failed (Redis's commands parse as they run)
         return Item(reply=e, name=cmd.name)
+    if key is not None and not any(isinstance(i, RedisError) for i in args[0].ids):
+        if len(_parsed) >= PARSED_MAX:
+            _parsed.clear()
+        _parsed[key] = (cmd, args)
+    return Item(cmd=cmd, args=args)
+
+
+# A worker sends the same read over and over (XREADGROUP GROUP g c COUNT 10
+# BLOCK 5000 STREAMS s >): its parse, frozen options that depend on the
+# arguments alone (storage.options), is kept and shared.  Not one whose
+# options hold an ID's error (raised later, by the verb).
+_REPEATED = {b"XREADGROUP", b"XREAD"}
+_parsed = {}
+PARSED_MAX = 1024
 
 
 def _known_name(argv):
@@ -135,13 +164,14 @@ class Job:
     engine thread when there is none): ``replies`` for
     the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
     item that must wait (the items after it did not run), or None."""
-    __slots__ = ("items", "done", "exec_", "watched", "write")
+    __slots__ = ("items", "done", "exec_", "watched", "write", "owner")
 
-    def __init__(self, items, done, exec_=False, watched=None):
+    def __init__(self, items, done, exec_=False, watched=None, owner=None):
         self.items = items
         self.done = done
         self.exec_ = exec_
         self.watched = watched       # {key: change counter} of WATCH, for EXEC
+        self.owner = owner           # the client's id (Engine._gather), or None
         self.write = items[0].write if len(items) == 1 else any(i.write for i in items)
 
 
@@ -151,7 +181,7 @@ class Engine:
     def __init__(self, store):
         self.raw_store = store
         self.store = StoreLock(store)
-        self.jobs = queue.Queue()
+        self.jobs = queue.SimpleQueue()  # Jobs, lists of Jobs (a loop iteration's), None to stop
         self.commands_processed = 0
         self.commits = 0
         self.blocked = 0             # clients in a blocked wait now
@@ -159,6 +189,9 @@ class Engine:
         self._waits_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
         self.deliver = None          # fn([(done, result), ...]) called once per batch, or None
+        self.last_commit = 0.0       # seconds the last batch took, if it wrote (_gather)
+        self.last_owners = set()     # the clients it answered
+        self._gather_skip = 0        # batches to start without gathering
 
     def start(self):
         self._thread.start()
@@ -172,32 +205,76 @@ class Engine:
         return not self._thread.is_alive()
 
     def submit(self, job):
+        """Queue a Job, or a list of Jobs (they cross to the engine thread
+        in one hand-over)."""
         self.jobs.put(job)
 
     # ------------------------------------------------------------ the thread
 
     def _loop(self):
+        jobs = self.jobs
         while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            batch = [job]
-            stop = False
-            while len(batch) < MAX_BATCH_JOBS:
+            batch = []
+            x = jobs.get()
+            missing = None           # clients of the last commit being waited for (_gather)
+            while True:
+                if x is None:
+                    if batch:
+                        self._run_batch(batch)
+                    return
+                if type(x) is list:
+                    batch += x
+                    if missing:
+                        missing.difference_update([j.owner for j in x])
+                else:
+                    batch.append(x)
+                    if missing:
+                        missing.discard(x.owner)
+                if len(batch) >= MAX_BATCH_JOBS:
+                    break
+                if not jobs.empty():
+                    x = jobs.get_nowait()
+                    continue
+                if missing is None:
+                    missing, deadline = self._gather(batch)
+                    waited = len(batch)
+                if not missing:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
                 try:
-                    j = self.jobs.get_nowait()
+                    x = jobs.get(timeout=left)
                 except queue.Empty:
                     break
-                if j is None:
-                    stop = True
-                    break
-                batch.append(j)
+            if missing and len(batch) == waited:
+                self._gather_skip = GATHER_BACKOFF      # waited for nobody: not again for a while
             self._run_batch(batch)
-            if stop:
-                return
+
+    def _gather(self, batch):
+        """Group commit that gathers.  The clients a commit answers send
+        again soon (a worker's next read, a producer's next XADD); taking
+        at once only the jobs that came during that commit splits the
+        clients into two halves that take turns, each with a commit (an
+        fsync) of its own.  So when the last commit took long (the disk),
+        wait a little -- a fraction of its time, at most GATHER_MAX_S --
+        for its clients that have not sent again yet, and serve everyone
+        with one commit.  A lone client never waits; after a wait that
+        brought nobody, none for GATHER_BACKOFF batches.  Returns (the
+        client ids waited for, deadline), or (None, 0) not to wait."""
+        if self.last_commit < GATHER_MIN_S or not self.last_owners:
+            return None, 0
+        if self._gather_skip:
+            self._gather_skip -= 1
+            return None, 0
+        missing = self.last_owners.difference([j.owner for j in batch])
+        if not missing:
+            return None, 0
+        return missing, time.monotonic() + min(GATHER_MAX_S, GATHER_FRACTION * self.last_commit)
 
     def _run_batch(self, batch):
         write = any(j.write for j in batch)
+        t = time.monotonic()
         try:
             results = self.store.run(lambda tx: _run_jobs(tx, batch), write=write, savepoints=write)
         except (StoreFailure, Aborted, Retry) as e:
@@ -210,6 +287,11 @@ class Engine:
             results = [([err for _ in j.items], None) for j in batch]
         if write:
             self.commits += 1
+            self.last_commit = time.monotonic() - t
+            # the clients answered (not those now waiting in a blocked read)
+            self.last_owners = {j.owner for j, r in zip(batch, results) if j.owner is not None and r[1] is None}
+        else:
+            self.last_commit = 0.0
         for replies, blocked in results:
             self.commands_processed += len(replies or ()) + (blocked is not None)
         done = [(j.done, r) for j, r in zip(batch, results)]

@@ -2,7 +2,10 @@
 
 Requests: ``RequestParser`` takes the bytes a client sends, as they
 arrive, and gives back the commands in them (multibulk ``*N $len ...``
-or inline lines, as redis-server accepts both), with Redis's limits:
+or inline lines, as redis-server accepts both; well-formed multibulk
+requests with hiredis's C parser where the ``serve`` extra is
+installed, unless the server is told not to: XS_SERVE_PURE=1), with
+Redis's limits:
 an argument longer than ``proto-max-bulk-len`` (512 MB) or a malformed
 request is a ``ProtocolError`` (the server answers it and closes the
 connection, as Redis does).
@@ -14,6 +17,9 @@ the flat array or the array of pairs the map says (``Map.flat``), and a
 null as a null bulk string, except in XREAD / XREADGROUP replies where
 Redis sends null arrays (``array_null``).
 """
+import re
+from itertools import chain
+
 from storage.codec import Entries
 from storage.errors import RedisError
 from xstream_cli.commands.parsing import string2ll
@@ -26,6 +32,12 @@ MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
 UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
 UNAUTHED_BULK = 16384           # ... of 16 KB each
 FAST_WINDOW = 64 << 10          # bytes the fast path of one step looks at
+
+
+try:
+    import hiredis as HIREDIS  # the serve extra
+except ImportError:
+    HIREDIS = None
 
 
 class ProtocolError(Exception):
@@ -59,9 +71,16 @@ class RequestParser:
     """Incremental request reader: ``feed(data)``, then ``commands()``
     returns the complete commands (lists of bytes) read so far, in order.
     A ProtocolError is returned in the list (after the commands before
-    it); nothing more is read after one."""
+    it); nothing more is read after one.
 
-    def __init__(self, max_bulk=MAX_BULK):
+    ``native``: read well-formed multibulk requests with hiredis's C
+    parser (the ``serve`` extra; None or True: when it is installed);
+    otherwise with the fast path of ``_whole_frames``.  Either way
+    anything else (inline commands, malformed requests, requests cut
+    short, before AUTH) goes to the one general loop, so the commands
+    and the protocol errors are the same with and without hiredis."""
+
+    def __init__(self, max_bulk=MAX_BULK, native=None):
         self.buf = bytearray()
         self.pos = 0
         self.max_bulk = max_bulk
@@ -73,6 +92,8 @@ class RequestParser:
         self._copy = None        # bytes of buf from _copy_base, copied when buf was _copy_end long
         self._copy_base = 0
         self._copy_end = -1
+        self.native = HIREDIS is not None if native is None else bool(native) and HIREDIS is not None
+        self._reader = None      # hiredis.Reader with nothing left in it, kept for the next step
 
     def feed(self, data):
         self.buf += data
@@ -92,111 +113,205 @@ class RequestParser:
         if len(buf) - self.pos < self.need:
             return out
         self.need = 0
-        n = len(buf)
-        if self._copy is not None and self._copy_end == n:
-            data = self._copy            # nothing came since the last step: go on in the same copy
-            pos = self.pos - self._copy_base
-        else:
-            data = bytes(buf) if self.pos == 0 else bytes(memoryview(buf)[self.pos:])
-            self._copy, self._copy_base, self._copy_end = data, self.pos, n
-            pos = 0
-        unauthed = self.unauthed
         if limit is None:
             limit = 1 << 62
-        if self._argv is None and not unauthed:
-            # the fast path looks at bounded windows: a step's work does
-            # not grow with what is buffered behind it
-            while len(out) < limit and data[pos:pos + 1] == b"*":
-                window = data if pos == 0 and len(data) <= FAST_WINDOW else data[pos:pos + FAST_WINDOW]
-                used = _whole_frames(window, out, self.max_bulk, limit)
-                if not used:
-                    break
-                pos += used
-        end = len(data)
-        find = data.find
+        fast = self._native_frames if self.native else self._python_frames
+        end = len(buf)
+        retry = True             # try the fast path (again)
         try:
-            while pos < end and len(out) < limit:
-                argv = self._argv
-                if argv is None:
-                    if data[pos] != 42:                # not '*': an inline command
-                        nl = find(b"\n", pos)
-                        if nl < 0:
-                            if end - pos > MAX_INLINE:
-                                raise ProtocolError("Protocol error: too big inline request")
-                            break
-                        line = data[pos:nl]
-                        pos = nl + 1
-                        if line.endswith(b"\r"):
-                            line = line[:-1]
-                        try:
-                            words = split_line(line)
-                        except SplitError:
-                            raise ProtocolError("Protocol error: unbalanced quotes in request")
-                        if words:
-                            out.append(words)
-                        continue
-                    nl = find(b"\r\n", pos)
-                    if nl < 0:
-                        if end - pos > MAX_INLINE:
-                            raise ProtocolError("Protocol error: too big mbulk count string")
+            while self.pos < end and len(out) < limit:
+                if retry and self._argv is None and not self.unauthed and buf[self.pos] == 42:
+                    # the fast path looks at a bounded window: a step's work
+                    # does not grow with what is buffered behind it
+                    used = fast(out, limit)
+                    if self.pos >= end or len(out) >= limit:
                         break
-                    n = string2ll(data[pos + 1:nl])      # strict, as Redis: no "+1", " 1", "1_0", "01"
-                    if n is None or n > MAX_MULTIBULK:
-                        raise ProtocolError("Protocol error: invalid multibulk length")
-                    if unauthed and n > UNAUTHED_MULTIBULK:
-                        raise ProtocolError("Protocol error: unauthenticated multibulk length")
-                    pos = nl + 2
-                    if n <= 0:
-                        continue
-                    argv = self._argv = []
-                    self._left = n
-                left = self._left
-                app = argv.append
-                max_bulk = UNAUTHED_BULK if unauthed else self.max_bulk
-                while left:
-                    if pos >= end:
-                        break
-                    if data[pos] != 36:                # '$'
-                        raise ProtocolError("Protocol error: expected '$', got '%s'" % chr(data[pos]))
-                    nl = find(b"\r\n", pos)
-                    if nl < 0:
-                        if end - pos > MAX_INLINE:
-                            raise ProtocolError("Protocol error: too big bulk count string")
-                        break
-                    ln = string2ll(data[pos + 1:nl])
-                    if ln is not None and unauthed and ln > max_bulk:
-                        raise ProtocolError("Protocol error: unauthenticated bulk length")
-                    if ln is None or ln < 0 or ln > max_bulk:
-                        raise ProtocolError("Protocol error: invalid bulk length")
-                    stop = nl + 2 + ln
-                    if end < stop + 2:
-                        self.need = stop + 2 - pos
-                        break
-                    app(data[nl + 2:stop])
-                    pos = stop + 2
-                    left -= 1
-                self._left = left
-                if left:
-                    break
-                out.append(argv)
-                self._argv = None
+                    retry = used > 0     # it stopped at a request it does not take
+                going_on = self._argv is not None
+                if not self._one(out):
+                    break                # incomplete: wait for more bytes
+                if going_on:
+                    retry = True         # a request cut by a read is done: back to the fast path
         except ProtocolError as e:
             self.broken = True
             out.append(e)
-        self.pos = self._copy_base + pos
-        if self.pos == len(buf):
+        pos = self.pos
+        if pos == len(buf):
             buf.clear()
             self.pos = 0
             self._copy = None
-        elif self.pos > 65536 and self.pos > len(buf) // 2:
-            removed = self.pos
-            del buf[:removed]
+        elif pos > 65536 and pos > len(buf) // 2:
+            del buf[:pos]
             self.pos = 0
-            self._copy_base -= removed
-            self._copy_end -= removed
+            self._copy_base -= pos
+            self._copy_end -= pos
         return out
 
+    def _data(self):
+        """(bytes from ``base`` on, base): a copy of the buffer for the
+        Python paths, kept while no bytes come (a long pipeline's steps
+        share it)."""
+        buf = self.buf
+        if self._copy is not None and self._copy_end == len(buf):
+            return self._copy, self._copy_base
+        pos = self.pos
+        data = bytes(buf) if pos == 0 else bytes(memoryview(buf)[pos:])
+        self._copy, self._copy_base, self._copy_end = data, pos, len(buf)
+        return data, pos
 
+    def _python_frames(self, out, limit):
+        """The fast path without hiredis: ``_whole_frames`` on windows of
+        the buffer.  Returns the bytes it took."""
+        data, base = self._data()
+        pos = start = self.pos - base
+        max_bulk = self.max_bulk
+        while len(out) < limit and data[pos:pos + 1] == b"*":
+            window = data if pos == 0 and len(data) <= FAST_WINDOW else data[pos:pos + FAST_WINDOW]
+            used = _whole_frames(window, out, max_bulk, limit)
+            if not used:
+                break
+            pos += used
+        self.pos = base + pos
+        return pos - start
+
+    def _native_frames(self, out, limit):
+        """The fast path with hiredis: the complete requests of a window,
+        taken only when each is a non-empty array of bulk strings within
+        the limits (then its wire length is known from its arguments);
+        else nothing is taken and the general loop reads from here.
+        Returns the bytes it took."""
+        buf = self.buf
+        pos = self.pos
+        r = self._reader
+        if r is None:
+            r = HIREDIS.Reader()
+        r.feed(buf, pos, min(len(buf) - pos, FAST_WINDOW))
+        got = []
+        app = got.append
+        gets = r.gets
+        room = limit - len(out)
+        x = None
+        try:
+            while room:
+                x = gets()
+                if x is False:
+                    break
+                app(x)
+                room -= 1
+        except Exception:        # hiredis.ProtocolError: the general loop says which
+            x = None
+        self._reader = r if x is False and not r.has_data() else None
+        if not got or set(map(type, got)) != _LIST:
+            return self._refuse(got)         # *-1, a simple string ...: the general loop reads it
+        argcs = list(map(len, got))
+        if 0 in argcs:
+            return self._refuse(got)         # *0: the general loop skips it
+        args = list(chain.from_iterable(got))
+        try:
+            used = len(b"".join(args))       # TypeError: a null, an integer, an array ... element
+            lens = list(map(len, args))
+            used += sum(map(_HLEN.__getitem__, lens)) + sum(map(_ALEN.__getitem__, argcs))
+        except TypeError:
+            return self._refuse(got)
+        except IndexError:                   # an argument of 4 KB or more
+            used = sum(lens) + sum(len(b"$%d\r\n" % n) for n in lens) + sum(len(b"*%d\r\n" % n) for n in argcs)
+        if self.max_bulk < FAST_WINDOW and max(lens) > self.max_bulk:
+            return self._refuse(got)
+        used += 2 * len(lens)
+        stop = pos + used
+        # simple strings, big numbers and verbatim strings come back as
+        # bytes, and attributes are dropped: refused where one may be
+        if _NOT_BULK(buf, pos, stop) is not None:
+            return self._refuse(got)
+        out += got
+        self.pos = stop
+        return used
+
+    def _refuse(self, got):
+        self._reader = None
+        return 0
+
+    def _one(self, out):
+        """The general loop: one request (or the rest of one cut by a
+        read) from the buffer: False if it is incomplete."""
+        data, base = self._data()
+        pos = self.pos - base
+        end = len(data)
+        unauthed = self.unauthed
+        argv = self._argv
+        if argv is None:
+            if data[pos] != 42:                # not '*': an inline command
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    if end - pos > MAX_INLINE:
+                        raise ProtocolError("Protocol error: too big inline request")
+                    return False
+                line = data[pos:nl]
+                self.pos = base + nl + 1
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                try:
+                    words = split_line(line)
+                except SplitError:
+                    raise ProtocolError("Protocol error: unbalanced quotes in request")
+                if words:
+                    out.append(words)
+                return True
+            nl = data.find(b"\r\n", pos)
+            if nl < 0:
+                if end - pos > MAX_INLINE:
+                    raise ProtocolError("Protocol error: too big mbulk count string")
+                return False
+            n = string2ll(data[pos + 1:nl])      # strict, as Redis: no "+1", " 1", "1_0", "01"
+            if n is None or n > MAX_MULTIBULK:
+                raise ProtocolError("Protocol error: invalid multibulk length")
+            if unauthed and n > UNAUTHED_MULTIBULK:
+                raise ProtocolError("Protocol error: unauthenticated multibulk length")
+            pos = nl + 2
+            if n <= 0:
+                self.pos = base + pos
+                return True
+            argv = self._argv = []
+            self._left = n
+        left = self._left
+        app = argv.append
+        find = data.find
+        max_bulk = UNAUTHED_BULK if unauthed else self.max_bulk
+        while left:
+            if pos >= end:
+                break
+            if data[pos] != 36:                # '$'
+                raise ProtocolError("Protocol error: expected '$', got '%s'" % chr(data[pos]))
+            nl = find(b"\r\n", pos)
+            if nl < 0:
+                if end - pos > MAX_INLINE:
+                    raise ProtocolError("Protocol error: too big bulk count string")
+                break
+            ln = string2ll(data[pos + 1:nl])
+            if ln is not None and unauthed and ln > max_bulk:
+                raise ProtocolError("Protocol error: unauthenticated bulk length")
+            if ln is None or ln < 0 or ln > max_bulk:
+                raise ProtocolError("Protocol error: invalid bulk length")
+            stop = nl + 2 + ln
+            if end < stop + 2:
+                self.need = stop + 2 - pos
+                break
+            app(data[nl + 2:stop])
+            pos = stop + 2
+            left -= 1
+        self._left = left
+        self.pos = base + pos
+        if left:
+            return False
+        out.append(argv)
+        self._argv = None
+        return True
+
+
+_LIST = {list}
+_NOT_BULK = re.compile(rb"\r\n[+(=|]").search
+_HLEN = [len(b"$%d\r\n" % k) for k in range(4096)]     # length -> len("$length\r\n")
+_ALEN = [len(b"*%d\r\n" % k) for k in range(4096)]     # count -> len("*count\r\n")
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
 _HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
 
@@ -249,11 +364,52 @@ def _line(b):
     return b.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
+class Raw:
+    """A reply already encoded (EXEC's array of differently shaped replies,
+    HELLO's reply in the protocol it sets)."""
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+
 def encode(reply, proto=2, array_null=False):
     """The wire bytes of one reply value."""
+    t = type(reply)
+    if t is bytes:
+        return b"$%d\r\n%s\r\n" % (len(reply), reply)
+    if t is Raw:
+        return reply.data
     out = []
     _enc(reply, proto == 3, array_null, out)
     return b"".join(out)
+
+
+def encode_replies(items, replies, proto=2):
+    """The wire bytes of a job's replies in one piece (``items``: the
+    engine Items they answer, for their ``array_null``)."""
+    if len(replies) == 1:
+        return encode(replies[0], proto, items[0].array_null)
+    out = []
+    app = out.append
+    resp3 = proto == 3
+    for it, r in zip(items, replies):
+        t = type(r)
+        if t is bytes:
+            app(b"$%d\r\n%s\r\n" % (len(r), r))
+        elif t is int:
+            app(b":%d\r\n" % r)
+        else:
+            _enc(r, resp3, it.array_null, out)
+    return b"".join(out)
+
+
+def _bulks(xs):
+    """An array of bulk strings, or None if some element is not bytes."""
+    try:
+        return b"*%d\r\n" % len(xs) + b"".join([b"$%d\r\n%s\r\n" % (len(x), x) for x in xs])
+    except TypeError:
+        return None
 
 
 def _enc(r, resp3, array_null, out):
@@ -269,10 +425,37 @@ def _enc(r, resp3, array_null, out):
             tx = type(x)
             if tx is bytes:
                 app(b"$%d\r\n%s\r\n" % (len(x), x))
+            elif (tx is list or tx is tuple) and len(x) == 2 and type(x[0]) is bytes and type(x[1]) is list:
+                # an entry: [id, [field, value, ...]]
+                fields = _bulks(x[1])
+                if fields is None:
+                    _enc(x, resp3, array_null, out)
+                else:
+                    i = x[0]
+                    app(b"*2\r\n$%d\r\n%s\r\n" % (len(i), i))
+                    app(fields)
             else:
                 _enc(x, resp3, array_null, out)
     elif t is int:
         app(b":%d\r\n" % r)
+    elif t is Map:
+        pairs = r.pairs
+        if resp3:
+            app(b"%%%d\r\n" % len(pairs))
+            for k, v in pairs:
+                _enc(k, resp3, array_null, out)
+                _enc(v, resp3, array_null, out)
+        elif r.flat:
+            app(b"*%d\r\n" % (2 * len(pairs)))
+            for k, v in pairs:
+                _enc(k, resp3, array_null, out)
+                _enc(v, resp3, array_null, out)
+        else:
+            app(b"*%d\r\n" % len(pairs))
+            for k, v in pairs:
+                app(b"*2\r\n")
+                _enc(k, resp3, array_null, out)
+                _enc(v, resp3, array_null, out)
     elif t is bool:
         app((b"#t\r\n" if r else b"#f\r\n") if resp3 else (b":1\r\n" if r else b":0\r\n"))
     elif r is None:
@@ -282,14 +465,8 @@ def _enc(r, resp3, array_null, out):
     elif t is str:
         b = _text(r)
         app(b"$%d\r\n%s\r\n" % (len(b), b))
-    elif t is Map:
-        if resp3:
-            app(b"%%%d\r\n" % len(r.pairs))
-            for k, v in r.pairs:
-                _enc(k, resp3, array_null, out)
-                _enc(v, resp3, array_null, out)
-        else:
-            _enc(r.resp2(), resp3, array_null, out)
+    elif t is Raw:
+        app(r.data)
     elif t is Verbatim:
         if resp3:
             app(b"=%d\r\ntxt:%s\r\n" % (len(r) + 4, bytes(r)))

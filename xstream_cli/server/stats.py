@@ -54,8 +54,16 @@ class Stats:
             self.dirty += 1
 
     def replies(self, items, replies):
+        commands = self.commands
         for it, r in zip(items, replies):
-            self.reply(it, r)
+            st = commands.get(it.name)
+            if st is None or it.rejected or isinstance(r, RedisError):
+                self.reply(it, r)
+                continue
+            st[0] += 1                # the common case of reply(): a call that succeeded
+            st[1] += it.usec
+            if it.write:
+                self.dirty += 1
 
     def commandstats(self):
         out = []
