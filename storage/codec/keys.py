@@ -161,3 +161,24 @@ def expiry_key(at, name):
 def expiry_time(key):
     """The time of an expiry index key."""
     return U64.unpack_from(key, 1)[0]
+
+
+def listpack_int(b):
+    """The int64 a listpack stores the string ``b`` as (lpStringToInt64:
+    canonical decimal, at most 20 bytes, no sign but '-', no leading zero,
+    no "-0"), or None if it is stored as a string (storage.parts.nodes,
+    storage.codec.rdb)."""
+    n = len(b)
+    if n == 0 or n >= 21:
+        return None
+    if n == 1:
+        return b[0] - 48 if 48 <= b[0] <= 57 else None
+    neg = b[0] == 45
+    digits = b[1:] if neg else b
+    if not digits.isdigit() or digits[0] == 48:
+        return None
+    v = int(digits)
+    if neg:
+        v = -v
+        return v if v >= -(1 << 63) else None
+    return v if v <= (1 << 63) - 1 else None

@@ -35,6 +35,8 @@ re-exports them on first use).
 """
 import struct
 
+from storage.codec.keys import listpack_int
+
 RDB_VERSION = 10              # what xs writes: Redis 7.0 refuses anything newer
 RDB_VERSION_MAX = 12          # the newest version xs reads (Redis 7.4 / 8.0)
 RDB_MAGIC = b"REDIS"
@@ -198,32 +200,12 @@ def rdb_len(n):
     return b"\x81" + _U64BE.pack(n)
 
 
-def _as_int(b):
-    """The int64 a listpack stores ``b`` as (lpStringToInt64: canonical
-    decimal, at most 20 bytes; the rule of storage.parts.nodes.as_int),
-    or None."""
-    n = len(b)
-    if n == 0 or n >= 21:
-        return None
-    if n == 1:
-        return b[0] - 48 if 48 <= b[0] <= 57 else None
-    neg = b[0] == 45
-    digits = b[1:] if neg else b
-    if not digits.isdigit() or digits[0] == 48:
-        return None
-    v = int(digits)
-    if neg:
-        v = -v
-        return v if v >= _I64_MIN else None
-    return v if v <= _I64_MAX else None
-
-
 def rdb_string(b):
     """rdbSaveRawString without compression: an integer-encoded string
     when ``b`` is a canonical integer of at most 11 bytes within int32,
     else the length and the bytes."""
     if len(b) <= 11:
-        v = _as_int(b)
+        v = listpack_int(b)
         if v is not None:
             if -128 <= v <= 127:
                 return b"\xc0" + _I8.pack(v)
@@ -286,7 +268,7 @@ def rdb_listpack(elements):
     out = [b"\x00" * 6]
     for e in elements:
         if type(e) is not int:
-            v = _as_int(e)
+            v = listpack_int(e)
             if v is None:
                 n = len(e)
                 if n < 64:
@@ -539,7 +521,7 @@ def _lp_integer(v):
     """lpGetIntegerIfValid: an integer element, or a string holding one."""
     if type(v) is int:
         return v
-    i = _as_int(v)
+    i = listpack_int(v)
     if i is None:
         raise RdbError("a stream listpack holds a string where an integer belongs")
     return i

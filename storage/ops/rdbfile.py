@@ -27,12 +27,11 @@ history, consumers' active-time) is not carried; the summary counts the
 streams whose IDMP history stayed behind, and a stream with NACKed
 entries is refused.
 """
-import os
 import time
 
 from storage import codec
 from storage.errors import RedisError
-from storage.ops.snapshot import SnapshotError, Stats, _size, _unlink, temp_file
+from storage.ops.snapshot import SnapshotError, Stats, _size, write_to_path
 from storage.txn import StoreFailure
 
 CHUNK = 1 << 20
@@ -253,29 +252,4 @@ def _expire_time(tx, name):
 def save_rdb_to_path(store, path, streams=None, progress=None):
     """``save_rdb`` into ``path`` through a temporary file in the same
     directory (mode 0600), fsynced and renamed into place."""
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = temp_file(d, ".%s." % os.path.basename(path), ".tmp")
-    except OSError as e:
-        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            result = save_rdb(store, f, streams, progress)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        try:
-            dfd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
-        return result
-    except OSError as e:
-        _unlink(tmp)
-        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
-    except BaseException:
-        _unlink(tmp)
-        raise
+    return write_to_path(path, lambda f: save_rdb(store, f, streams, progress))

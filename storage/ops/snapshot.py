@@ -221,6 +221,14 @@ def save_to_path(store, path, streams=None, progress=None):
     """``save`` into ``path`` through a temporary file in the same
     directory, fsynced and renamed into place: readers of ``path`` see
     the old file or the complete new one, never a partial one."""
+    return write_to_path(path, lambda f: save(store, f, streams, progress))
+
+
+def write_to_path(path, write):
+    """``write(f)`` into ``path`` through a temporary file (mode 0600) in
+    the same directory, fsynced and renamed into place, the directory
+    fsynced; its result.  Any failure leaves ``path`` as it was and no
+    temporary file (xs save, xs save --format rdb)."""
     d = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = temp_file(d, ".%s." % os.path.basename(path), ".tmp")
@@ -228,7 +236,7 @@ def save_to_path(store, path, streams=None, progress=None):
         raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
     try:
         with os.fdopen(fd, "wb") as f:
-            st = save(store, f, streams, progress)
+            result = write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -240,7 +248,7 @@ def save_to_path(store, path, streams=None, progress=None):
                 os.close(dfd)
         except OSError:
             pass
-        return st
+        return result
     except OSError as e:
         _unlink(tmp)
         raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))

@@ -36,6 +36,7 @@ The counts are stored as listpack integers whose size depends on their
 value, so ``body`` is the node's bytes without the two count elements
 and ``lp_bytes`` adds them for the current counts.
 """
+from storage.codec.keys import listpack_int as as_int
 
 MAX_BYTES = 4096          # stream-node-max-bytes (Redis's default)
 MAX_ENTRIES = 100         # stream-node-max-entries (Redis's default)
@@ -80,26 +81,6 @@ def backlen_len(n):
 def int_size(v):
     """Bytes an integer element takes (encoding + back-length: at most 10)."""
     return int_len(v) + 1
-
-
-def as_int(b):
-    """The int64 a string is stored as (lpStringToInt64: canonical decimal,
-    no sign but '-', no leading zero, no "-0"), or None if it is stored
-    as a string."""
-    n = len(b)
-    if n == 0 or n >= _LONG_STR_SIZE:
-        return None
-    if n == 1:
-        return b[0] - 48 if 48 <= b[0] <= 57 else None
-    neg = b[0] == 45
-    digits = b[1:] if neg else b
-    if not digits.isdigit() or digits[0] == 48:
-        return None
-    v = int(digits)
-    if neg:
-        v = -v
-        return v if v >= _I64_MIN else None
-    return v if v <= _I64_MAX else None
 
 
 def str_size(b):

@@ -141,7 +141,7 @@ ELEMENT = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.binary(max_size=7
 
 def _norm(v):
     if isinstance(v, bytes):
-        i = R._as_int(v)
+        i = R.listpack_int(v)
         return i if i is not None else v
     return v
 
