@@ -728,7 +728,7 @@ def test_sigterm_ends_the_server_while_another_process_holds_the_write_lock(srv)
         assert rc == 0 and took < 25, (rc, took)
         writer.sock.settimeout(5)
         assert writer.sock.recv(100) == b""          # closed, never answered
-        err = srv.proc.stderr.read().decode()
+        err = srv.log()
         assert "write lock is held by another process" in err, err
     finally:
         holder.kill()

@@ -58,7 +58,7 @@ def test_the_serve_extra_and_the_pure_python_server_send_the_same_bytes(tmp_path
         assert b"$5000\r\n" in extra and b"%" in extra           # the big argument; RESP3 maps after HELLO 3
         assert (extra_loop, pure_loop) == ("uvloop", "asyncio")
     finally:
-        logs = [s.stop() is not None and s.proc.stderr.read().decode() for s in servers]
+        logs = [s.stop() is not None and s.log() for s in servers]
     assert "requests read by hiredis; event loop: uvloop" in logs[0]
     assert "requests read by the pure-Python reader; event loop: asyncio" in logs[1]
 
