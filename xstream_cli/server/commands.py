@@ -315,17 +315,19 @@ def _info_text(srv, sections, keyspace):
         "replication": [("role", "master"), ("connected_slaves", 0)],
         "commandstats": srv.stats.commandstats(),
         "errorstats": srv.stats.errorstats(),
+        "latencystats": srv.stats.latencystats(cfg.latency_percentiles),
         "cluster": [("cluster_enabled", 0)],
         "keyspace": [("db0", "keys=%d,expires=%d,avg_ttl=0" % keyspace)] if keyspace[0] else [],
     }
-    # Redis's order; commandstats only when asked for, or with all / everything
-    order = ["server", "clients", "persistence", "stats", "replication", "commandstats", "errorstats", "cluster",
-             "keyspace"]
+    # Redis's order; commandstats and latencystats only when asked for, or
+    # with all / everything (Redis 7's default sections leave them out)
+    order = ["server", "clients", "persistence", "stats", "replication", "commandstats", "errorstats",
+             "latencystats", "cluster", "keyspace"]
     want = [x.lower() for x in sections] or ["default"]
     if any(x in ("all", "everything") for x in want):
         picked = order
     elif "default" in want:
-        picked = [x for x in order if x != "commandstats" or x in want]
+        picked = [x for x in order if x not in ("commandstats", "latencystats") or x in want]
     else:
         picked = [x for x in order if x in want]
     out = []
@@ -355,6 +357,12 @@ def _dbsize(srv, c, argv):
     return Item(fn=lambda tx: len(tx.stream_names()))
 
 
+class _Flush(Item):
+    """FLUSHDB / FLUSHALL: an Item that knows how many keys it removed
+    (Redis adds them to rdb_changes_since_last_save, stats.CHANGES)."""
+    __slots__ = ("changes",)
+
+
 @_local(b"FLUSHDB", b"FLUSHALL", arity=-1)
 def _flush(srv, c, argv):
     if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() not in (b"ASYNC", b"SYNC")):
@@ -364,8 +372,11 @@ def _flush(srv, c, argv):
         names = tx.stream_names()
         if names:
             tx.delete_keys(names)
+        it.changes = len(names)
         return OK
-    return Item(fn=fn, write=True)
+    it = _Flush(fn=fn, write=True)
+    it.changes = 0
+    return it
 
 
 # ------------------------------------------------------------------ CONFIG
@@ -407,12 +418,15 @@ def _config(srv, c, argv):
                 return _err("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable "
                             "config" % name)
             todo.append((name, p[1], argv[i + 1].decode("utf-8", "surrogateescape")))
-        for name, setter, v in todo:
-            try:
-                setter(v)
-            except ValueError as e:
-                return _err("ERR CONFIG SET failed (possibly related to argument '%s') - %s" % (name, e))
-            log.info("CONFIG SET %s by client %d", name, c.id)
+        try:
+            for name, setter, v in todo:
+                try:
+                    setter(v)
+                except ValueError as e:
+                    return _err("ERR CONFIG SET failed (possibly related to argument '%s') - %s" % (name, e))
+                log.info("CONFIG SET %s by client %d", name, c.id)
+        finally:
+            srv.stats.tracking = srv.config.latency_tracking       # the hot path reads it there
         return OK
     if sub == b"RESETSTAT" and len(argv) == 2:
         srv.engine.commands_processed = 0

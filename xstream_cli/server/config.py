@@ -47,6 +47,8 @@ class Config:
         # the serve extra: hiredis reads requests, uvloop runs the event loop,
         # where installed; False: the pure-Python path (XS_SERVE_PURE=1)
         self.native = native
+        self.latency_tracking = True             # INFO latencystats (xstream_cli.server.stats)
+        self.latency_percentiles = [50.0, 99.0, 99.9]
 
     def tls_problem(self):
         """Why the TLS options cannot work (a usage error), or None."""
@@ -114,7 +116,28 @@ class Config:
             "save": (lambda: "", None),
             "timeout": (lambda: "0", None),
             "dir": (lambda: self.db, None),
+            "latency-tracking": (lambda: yes(self.latency_tracking), self._set_latency_tracking),
+            "latency-tracking-info-percentiles": (
+                lambda: " ".join(percentile_text(p) for p in self.latency_percentiles), self._set_percentiles),
         }
+
+    def _set_latency_tracking(self, v):
+        if v.lower() not in ("yes", "no"):
+            raise ValueError("argument must be 'yes' or 'no'")
+        self.latency_tracking = v.lower() == "yes"
+
+    def _set_percentiles(self, v):
+        """Percentiles separated by single spaces, each 0.0 .. 100.0 ("" for none),
+        with Redis's errors (config.c)."""
+        out = []
+        for w in v.split(" ") if v else []:        # each space a separator, as sdssplitlen
+            p = _string2d(w)
+            if p is None:
+                raise ValueError("Invalid latency-tracking-info-percentiles parameters")
+            if not 0.0 <= p <= 100.0:
+                raise ValueError("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
+            out.append(p)
+        self.latency_percentiles = out
 
     def _set_maxclients(self, v):
         before = self.maxclients
@@ -186,6 +209,23 @@ class Config:
             if cls == "normal":
                 self.output_limit = hard or (1 << 62)
 
+
+
+def percentile_text(p):
+    """A percentile as Redis prints it ("%f", trailing zeros trimmed): 50, 99.9."""
+    return ("%f" % p).rstrip("0").rstrip(".")
+
+
+def _string2d(word):
+    """A number as Redis's string2d reads it (strtod, the whole word, no
+    leading space, not NaN), or None."""
+    if not word or word[0].isspace() or word[-1].isspace() or "_" in word:
+        return None
+    try:
+        v = float(word)
+    except ValueError:
+        return None
+    return None if v != v else v
 
 
 def _memory(word):
