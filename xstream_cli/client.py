@@ -13,14 +13,24 @@
 method, pipeline and transaction of redis-py works.  ``from_url("xs:///
 data/events.xs?decode_responses=true")`` is the same for a URL.
 
-The seam is redis-py's connection class: a connection's socket is one
-end of a ``socketpair()`` whose other end is handed to the xs server's
-own connection code, running in this process (a thread with an asyncio
-loop: xstream_cli.server.connection.Server, started without listening).
-So each command goes through the same parser, command table, batch driver,
-engine thread and reply encoding as ``xs serve``; nothing listens, and
-no other process can connect.  One such server per store and process,
-made on first use.
+The seam is the socket redis-py's connection is given: a ``_Wire``, an
+object with a socket's methods that speaks RESP in memory.  What
+redis-py sends is parsed by the server's own request parser; a run of
+stream and keyspace commands (a command, a pipeline) is run right there,
+in the calling thread, as one job of the server's engine (the command
+table, the batch driver, one commit) and its replies are encoded by the
+server's encoder for redis-py's parser to read back.  No thread hand-off,
+no socket: a command costs its transaction and little more.  The
+connection's state and the commands that use it (HELLO, AUTH, CLIENT,
+MULTI ... EXEC, WATCH, INFO, CONFIG ...) go, one at a time, to the xs
+server's own connection code running in this process (a thread with an
+asyncio loop: xstream_cli.server.connection.Server, started without
+listening), over one end of a ``socketpair()`` the ``_Wire`` holds; so
+the connection is a client of that server (CLIENT LIST, CLIENT UNBLOCK,
+CLIENT KILL, INFO see it) and a pipeline inside MULTI is queued there.
+While another thread of the process is in a transaction, a job joins the
+engine thread's next group commit instead of waiting its turn.  One such
+server per store and process, made on first use.
 
 Every guarantee of the store holds: a command's reply (a pipeline's, an
 EXEC's) comes after its commit is on disk; other processes (xs, xs serve,
@@ -33,6 +43,7 @@ redis-py is the ``bridge`` extra (``pip install 'xstreamlog[bridge]'``);
 nothing on the command line's path imports this module.
 """
 import asyncio
+import errno
 import os
 import socket
 import threading
@@ -75,20 +86,257 @@ class _Host:
 
     def connect(self):
         """A new client of the server: our end of a socket pair."""
+        return self._adopt()[0]
+
+    def _adopt(self):
         ours, theirs = socket.socketpair()
         try:
-            asyncio.run_coroutine_threadsafe(self.server.adopt(theirs), self.loop).result(30)
+            client = asyncio.run_coroutine_threadsafe(self.server.adopt(theirs), self.loop).result(30)
         except BaseException:
             ours.close()
             theirs.close()
             raise
-        return ours
+        return ours, client
+
+    def wire(self):
+        """A new client of the server, as redis-py's socket: a _Wire."""
+        ours, client = self._adopt()
+        if client is None:                # refused (max clients): the server said why on the socket
+            ours.settimeout(5)
+            why = ours.recv(512).decode("utf-8", "replace").strip("-\r\n") or "refused by the store's server"
+            ours.close()
+            raise ConnectionRefusedError(why)
+        return _Wire(self.server, ours, client)
 
     def shutdown(self):
         try:
             self.server.engine.cancel_all()
         except Exception:       # noqa: BLE001 (exiting)
             pass
+
+
+class _Wire:
+    """The socket a sync connection of redis-py is given (see the module's
+    text): ``sendall`` buffers requests; reading runs them (``_run``) and
+    hands back their replies.  ``sock`` is our end of the socket pair to
+    the in-process server, for the commands that go there and for its
+    closing the connection (CLIENT KILL); ``client`` is the server's
+    Client of this connection, whose state (protocol, AUTH, MULTI) says
+    which way a command goes."""
+
+    def __init__(self, server, sock, client):
+        from xstream_cli.server.resp import RequestParser
+        self.server = server
+        self.engine = server.engine
+        self.sock = sock
+        self.client = client
+        self.parser = RequestParser(server.config.max_bulk, native=server.config.native)
+        self.out = bytearray()          # replies redis-py has not read yet
+        self.timeout = None             # redis-py's socket timeout (None: wait as long as it takes)
+        self.closed = False             # the server closed the connection (QUIT, CLIENT KILL, a protocol error)
+
+    # ----------------------------------------------------- the socket's face
+
+    def settimeout(self, timeout):
+        self.timeout = timeout
+
+    def gettimeout(self):
+        return self.timeout
+
+    def setblocking(self, flag):
+        self.timeout = None if flag else 0.0
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def setsockopt(self, *args):
+        pass
+
+    def getsockname(self):
+        return self.sock.getsockname()
+
+    def getpeername(self):
+        return self.sock.getpeername()
+
+    def pending(self):
+        """Replies to read, or requests that will give some (redis-py asks
+        this of TLS sockets before it polls the descriptor)."""
+        return bool(self.out) or self.parser.pending() > 0
+
+    def sendall(self, data):
+        if self.closed:
+            raise BrokenPipeError(errno.EPIPE, "the store's server closed the connection")
+        self.parser.feed(data if type(data) is bytes else bytes(data))
+
+    def send(self, data):
+        self.sendall(data)
+        return len(data)
+
+    def recv(self, size, flags=0):
+        if flags & socket.MSG_PEEK:
+            return bytes(self.out[:size]) if self.out else self._from_server(size, flags)
+        return self._take(size)
+
+    def recv_into(self, buf, size=0):
+        data = self._take(size or len(buf))
+        buf[:len(data)] = data
+        return len(data)
+
+    def shutdown(self, how):
+        try:
+            self.sock.shutdown(how)
+        except OSError:
+            pass
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+
+    # ------------------------------------------------------------- running
+
+    def _take(self, size):
+        if not self.out and not self.closed and self.parser.pending():
+            self._run()
+        if not self.out:
+            # nothing to run, nothing to answer: only the server's closing
+            # the connection can come
+            return self._from_server(size)
+        data = bytes(self.out[:size])
+        del self.out[:size]
+        return data
+
+    def _from_server(self, size, flags=0):
+        if self.closed:
+            return b""
+        if not self._wait_readable():
+            if self.timeout == 0:
+                raise BlockingIOError(errno.EAGAIN, "no reply yet")
+            raise socket.timeout("timed out")
+        data = self.sock.recv(size, flags)
+        if not data:
+            self.closed = True
+        return data
+
+    def _wait_readable(self):
+        import select
+        return bool(select.select([self.sock], [], [], self.timeout)[0])
+
+    def _run(self):
+        """Run the requests received, in order: runs of engine commands
+        here, while the connection is in its plain state (authenticated,
+        not in MULTI); the others at the server, one at a time (each may
+        change that state)."""
+        from storage.errors import RedisError
+        from xstream_cli.server.commands import LOCAL
+        from xstream_cli.server.resp import ProtocolError, encode
+        cmds = self.parser.commands()
+        c = self.client
+        i, n = 0, len(cmds)
+        while i < n and not self.closed:
+            if c.closing:                  # killed (CLIENT KILL) or the server stopping
+                self.closed = True
+                break
+            a = cmds[i]
+            if isinstance(a, ProtocolError):
+                self.out += encode(RedisError("ERR " + str(a)))
+                self.closed = True         # as the server answers it: then it closes
+                break
+            if c.authed and c.multi is None and a[0].upper() not in LOCAL:
+                j = i + 1
+                while j < n and type(cmds[j]) is list and cmds[j][0].upper() not in LOCAL:
+                    j += 1
+                self._direct(cmds[i:j])
+                i = j
+            else:
+                self._forward(a)
+                i += 1
+
+    def _direct(self, cmds):
+        """Engine commands, as the server's connection runs them
+        (Server._flush): one job, its blocked read waited for here."""
+        import time
+
+        from xstream_cli.server.engine import Job, item_for
+        from xstream_cli.server.resp import encode, encode_replies
+        c = self.client
+        items = [item_for(a) for a in cmds]
+        c.last = time.monotonic()
+        c.last_cmd = cmds[-1][0]
+        stats = self.server.stats
+        while items:
+            replies, blocked = self._execute(Job(items, None, owner=c.id))
+            self.out += encode_replies(items, replies, c.proto)
+            stats.replies(items, replies)
+            if blocked is None:
+                return
+            i, cmd, args, w = blocked
+            r = self._block(cmd, args, w)
+            if c.closing:
+                self.closed = True
+                return
+            self.out += encode(r, c.proto, True)
+            stats.reply(items[i], r)
+            items = items[i + 1:]
+
+    def _execute(self, job):
+        """(replies, blocked) of ``job``, committed: in this thread, or,
+        while another thread of this process is in a transaction, in the
+        engine thread's next group commit (with the other threads' jobs)."""
+        engine = self.engine
+        lock = engine.store.lock
+        if lock.acquire(blocking=False):
+            try:
+                return engine.execute([job], engine=False)[0]
+            finally:
+                lock.release()
+        done = threading.Event()
+        got = []
+
+        def answered(result):
+            got.append(result)
+            done.set()
+        job.done = answered
+        engine.submit(job)
+        done.wait()
+        return got[0]
+
+    def _block(self, cmd, args, w):
+        """Wait for a blocked read in this thread, as the server's pool
+        does (CLIENT UNBLOCK and CLIENT KILL end it; Ctrl-C too).  With a
+        socket timeout shorter than the wait, the wait ends then and the
+        read times out, as it would on a socket."""
+        call = self.engine.new_call()
+        self.client.call = call
+        timer = None
+        expired = []
+        if self.timeout:
+            def expire():
+                expired.append(True)
+                call.cancel()
+            timer = threading.Timer(self.timeout, expire)
+            timer.daemon = True
+            timer.start()
+        try:
+            r = self.engine.block(cmd, args, w, call)
+        finally:
+            self.client.call = None
+            if timer is not None:
+                timer.cancel()
+        if expired and call.unblocked is None and not self.client.closing:
+            raise socket.timeout("timed out")
+        return r
+
+    def _forward(self, argv):
+        """One command to the server; its reply read whole."""
+        from xstream_cli.server.resp import reply_end
+        self.sock.sendall(b"*%d\r\n" % len(argv) + b"".join([b"$%d\r\n%s\r\n" % (len(x), x) for x in argv]))
+        got = bytearray()
+        while reply_end(got) < 0:
+            chunk = self._from_server(1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        self.out += got
 
 
 def _host(path):
@@ -117,7 +365,7 @@ def _connection_classes():
         """redis-py's connection to the in-process server of store ``path``."""
 
         def _connect(self):
-            sock = _host(self.path).connect()
+            sock = _host(self.path).wire()
             sock.settimeout(self.socket_timeout)
             return sock
 

@@ -147,6 +147,120 @@ def test_a_reply_means_the_write_is_on_disk_even_if_the_process_is_killed(tmp_pa
     assert cli(db, "XLEN", "s") >= last                      # every acknowledged XADD is there
 
 
+def _commits(r):
+    return r.info("persistence")["commits"]
+
+
+def test_a_pipeline_is_one_commit_and_a_command_never_leaves_the_calling_thread(tmp_path, monkeypatch):
+    from xstream_cli import client
+    from xstream_cli.server.engine import Engine
+    r = client.Redis(tmp_path / "db")
+    r.xadd("s", {"n": 0})
+    before = _commits(r)
+    handed = []
+    monkeypatch.setattr(Engine, "submit", lambda self, job: handed.append(job))   # the engine thread: never used
+    p = r.pipeline(transaction=False)
+    for i in range(50):
+        p.xadd("s", {"n": i})
+    p.xlen("s")
+    assert p.execute()[-1] == 51
+    assert r.xadd("s", {"n": 51}) and r.xlen("s") == 52
+    monkeypatch.undo()                                       # INFO runs at the server, with the engine
+    assert handed == []
+    assert _commits(r) == before + 2                         # one for the pipeline, one for the XADD
+
+
+def test_a_transaction_and_hello_3_go_through_the_server_s_connection_state(tmp_path):
+    from xstream_cli.client import Redis
+    r = Redis(tmp_path / "db", protocol=3, decode_responses=True)
+    p = r.pipeline(transaction=True)
+    p.xadd("s", {"a": "1"}, id="1-1").xadd("s", {"a": "2"}, id="1-1").xlen("s")
+    with pytest.raises(redis.ResponseError, match="equal or smaller"):
+        p.execute()
+    assert r.xlen("s") == 1                                  # MULTI / EXEC ran at the server: the good one stayed
+    assert r.xinfo_stream("s")["length"] == 1                # a RESP3 map, encoded in the protocol HELLO set
+    assert r.execute_command("CLIENT", "INFO").split("resp=")[1].startswith("3")
+
+
+def _blocked_reader(db, result, **kw):
+    from xstream_cli.client import Redis
+    r = Redis(db, **kw)
+
+    def read():
+        try:
+            result.append(r.xread({"s": "$"}, block=0))
+        except Exception as e:       # noqa: BLE001 (the test looks at it)
+            result.append(e)
+    import threading
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+def _wait_blocked(r, n=1):
+    deadline = time.monotonic() + 10
+    while sum("flags=b" in line for line in r.execute_command("CLIENT", "LIST").splitlines()) < n:
+        assert time.monotonic() < deadline, "no client blocked"
+        time.sleep(0.02)
+    return [line.split()[0].split("=")[1] for line in r.execute_command("CLIENT", "LIST").splitlines()
+            if "flags=b" in line][0]
+
+
+def test_client_unblock_and_client_kill_end_an_in_process_blocked_read(tmp_path):
+    from xstream_cli.client import Redis
+    db = tmp_path / "db"
+    admin = Redis(db, decode_responses=True)
+    admin.xadd("s", {"a": 1})
+    for how, expect in (("TIMEOUT", None), ("ERROR", redis.ResponseError)):
+        got = []
+        t = _blocked_reader(db, got)
+        cid = _wait_blocked(admin)
+        assert admin.execute_command("CLIENT", "UNBLOCK", cid, how) == 1
+        t.join(10)
+        assert not t.is_alive()
+        if expect is None:
+            assert got == [[]] or got == [None], got        # a timeout's null reply
+        else:
+            assert isinstance(got[0], expect) and "UNBLOCKED" in str(got[0]), got
+    got = []
+    t = _blocked_reader(db, got, retry_on_error=[])
+    cid = _wait_blocked(admin)
+    assert admin.execute_command("CLIENT", "KILL", "ID", cid) == 1
+    t.join(10)
+    assert not t.is_alive() and isinstance(got[0], redis.ConnectionError), got
+
+
+def test_a_socket_timeout_shorter_than_the_block_times_out_as_over_a_network(tmp_path):
+    from xstream_cli.client import Redis
+    r = Redis(tmp_path / "db", socket_timeout=0.5)
+    r.xadd("s", {"a": 1})
+    t = time.monotonic()
+    with pytest.raises(redis.TimeoutError):
+        r.xread({"s": "$"}, block=5000)
+    assert time.monotonic() - t < 4
+    assert r.xlen("s") == 1                                  # the client goes on (a new connection)
+    assert r.info("clients")["blocked_clients"] == 0         # the wait ended with it
+
+
+def test_threads_writing_at_once_lose_nothing(tmp_path):
+    import threading
+
+    from xstream_cli.client import Redis
+    r = Redis(tmp_path / "db", max_connections=16)
+
+    def write(k):
+        for i in range(40):
+            r.xadd("s", {"t": k, "i": i})
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert r.xlen("s") == 320
+    assert cli(tmp_path / "db", "XLEN", "s") == 320
+    assert len({tuple(sorted(f.items())) for _, f in r.xrange("s")}) == 320
+
+
 def test_ctrl_c_ends_a_blocked_read_and_the_process_exits(tmp_path):
     db = tmp_path / "db"
     p = child("""

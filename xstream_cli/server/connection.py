@@ -185,8 +185,10 @@ class Server:
         self.engine.start()
 
     async def adopt(self, sock):
-        """Serve a connected socket (one end of a socket pair) as a client."""
-        await self.loop.connect_accepted_socket(lambda: _Protocol(self), sock)
+        """Serve a connected socket (one end of a socket pair) as a client;
+        returns its Client (None if refused)."""
+        _, proto = await self.loop.connect_accepted_socket(lambda: _Protocol(self), sock)
+        return proto.c
 
     async def stop(self):
         """Stop accepting, let the commands under way finish and their

@@ -273,28 +273,7 @@ class Engine:
         return missing, time.monotonic() + min(GATHER_MAX_S, GATHER_FRACTION * self.last_commit)
 
     def _run_batch(self, batch):
-        write = any(j.write for j in batch)
-        t = time.monotonic()
-        try:
-            results = self.store.run(lambda tx: _run_jobs(tx, batch), write=write, savepoints=write)
-        except (StoreFailure, Aborted, Retry) as e:
-            log.error("transaction failed: %s", e)
-            err = RedisError("ERR %s" % (e,))
-            results = [([err if it.reply is None else it.reply for it in j.items], None) for j in batch]
-        except Exception as e:        # a bug: nothing was committed
-            log.exception("engine failure")
-            err = errors.internal(e)
-            results = [([err for _ in j.items], None) for j in batch]
-        if write:
-            self.commits += 1
-            self.last_commit = time.monotonic() - t
-            # the clients answered (not those now waiting in a blocked read)
-            self.last_owners = {j.owner for j, r in zip(batch, results) if j.owner is not None and r[1] is None}
-        else:
-            self.last_commit = 0.0
-        for replies, blocked in results:
-            self.commands_processed += len(replies or ()) + (blocked is not None)
-        done = [(j.done, r) for j, r in zip(batch, results)]
+        done = [(j.done, r) for j, r in zip(batch, self.execute(batch))]
         if self.deliver is not None:       # one wake-up of the event loop for the whole batch
             try:
                 self.deliver(done)
@@ -302,6 +281,39 @@ class Engine:
                 log.exception("answering the clients failed")
         else:
             answer(done)
+
+    def execute(self, batch, engine=True):
+        """Run ``batch`` (Jobs) in one transaction, committed before this
+        returns; each job's (replies, blocked).  In the engine thread, or
+        (``engine=False``) in a thread of the in-process client
+        (xstream_cli.client), which does not touch the engine's gathering.
+        The store's lock is held throughout, counters included."""
+        write = any(j.write for j in batch)
+        t = time.monotonic()
+        with self.store.lock:
+            try:
+                results = self.store.run(lambda tx: _run_jobs(tx, batch), write=write, savepoints=write)
+            except (StoreFailure, Aborted, Retry) as e:
+                log.error("transaction failed: %s", e)
+                err = RedisError("ERR %s" % (e,))
+                results = [([err if it.reply is None else it.reply for it in j.items], None) for j in batch]
+            except Exception as e:        # a bug: nothing was committed
+                log.exception("engine failure")
+                err = errors.internal(e)
+                results = [([err for _ in j.items], None) for j in batch]
+            if write:
+                self.commits += 1
+            for replies, blocked in results:
+                self.commands_processed += len(replies or ()) + (blocked is not None)
+        if not engine:
+            pass
+        elif write:
+            self.last_commit = time.monotonic() - t
+            # the clients answered (not those now waiting in a blocked read)
+            self.last_owners = {j.owner for j, r in zip(batch, results) if j.owner is not None and r[1] is None}
+        else:
+            self.last_commit = 0.0
+        return results
 
     # ------------------------------------------------------------ blocking
 

@@ -488,3 +488,40 @@ def _enc(r, resp3, array_null, out):
         app(b"-%s\r\n" % _line(_text(r.text)))
     else:
         raise TypeError("cannot encode %r" % (r,))
+
+
+_AGGREGATES = {ord("*"): 1, ord("~"): 1, ord(">"): 1, ord("%"): 2, ord("|"): 2}
+_BULKS = {ord("$"), ord("="), ord("!")}
+
+
+def reply_end(buf, pos=0):
+    """Where the reply that starts at ``pos`` of ``buf`` ends (the index
+    after it), or -1 if ``buf`` does not hold all of it yet.  Any RESP2 or
+    RESP3 reply (an attribute ``|`` counts with the reply it annotates).
+    For the in-process client (xstream_cli.client), which reads a
+    forwarded command's reply from the server."""
+    todo = 1                       # replies still to skip
+    n = len(buf)
+    while todo:
+        if pos >= n:
+            return -1
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return -1
+        kind = buf[pos]
+        todo -= 1
+        if kind in _BULKS:
+            size = int(buf[pos + 1:eol])
+            pos = eol + 2 + (size + 2 if size >= 0 else 0)
+            if pos > n:
+                return -1
+            continue
+        per = _AGGREGATES.get(kind)
+        if per is not None:
+            count = int(buf[pos + 1:eol])
+            if count > 0:
+                todo += per * count
+            if kind == ord("|"):
+                todo += 1              # the reply the attribute annotates
+        pos = eol + 2
+    return pos
