@@ -293,6 +293,32 @@ class Entries:
             self._records = records(*self._split(), self.shapes) if self.pairs else []
         return self._records
 
+    def columns(self):
+        """The entries a run at a time, for writers that format many at
+        once (the RESP encoder): ``(names, ids, values)`` for a run of one
+        shape -- ``ids`` the ID texts, ``values`` the field values of all
+        its entries in order, ``len(names)`` per entry -- and ``(None,
+        entries, None)`` for a run of records (``[id_text, fields]``
+        each).  A shaped run costs a few C-level passes, not a decode per
+        entry."""
+        if not self.pairs:
+            return
+        keys, values = self._split()
+        for t, ks, vs in runs(keys, values):
+            if t == 0:
+                yield None, [decode_entry(v) for v in vs], None
+                continue
+            n = len(ks)
+            try:
+                ints = struct.unpack(">" + "8xQI" * n, b"".join(ks))
+                ids = (b"%d-%d\n" * n % ints).split(b"\n")
+                ids.pop()
+            except struct.error:                  # a wide key in the run
+                ids = [b"%d-%d" % id_from_entry_key(k) for k in ks]
+            flat = b"".join(vs).translate(TO_NEWLINE).split(b"\n")
+            del flat[0]                           # before the first entry's tag
+            yield self.shapes[t].names, ids, flat
+
     def text(self):
         """The raw lines (no trailing newline), or None if some entry is
         in binary form or a field starts with NUL (then decode)."""

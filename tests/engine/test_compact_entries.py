@@ -12,6 +12,7 @@ from storage.ids import MAX_ID, MIN_ID
 from storage.options import AddOptions, RangeOptions
 from storage.store import Store
 from tests._helpers import cmd, rows, stream_meta
+from xstream_cli.server.resp import encode
 
 # names and values that exercise every form: plain text, the tag and
 # separator bytes, NUL, newline, '%' (the encoder formats), empty
@@ -45,6 +46,9 @@ def check_reads(store, name, added):
             assert any(r[:1] == b"\x00" or b"\n\x00" in r for r in records)
         rev = tx.range(name, _opts(rev=True, count=7))
         assert rev.decoded() == [[i, f] for i, f in added[::-1][:7]]
+        for proto in (2, 3):       # xs serve's encoder (shaped runs formatted whole) as one entry at a time
+            assert encode(got, proto) == encode([[i, f] for i, f in added], proto)
+            assert encode(rev, proto) == encode([[i, f] for i, f in added[::-1][:7]], proto)
         for i, f in added[:3]:
             one = tuple(map(int, i.split(b"-")))
             assert tx.range(name, RangeOptions(one, one, None)).decoded() == [[i, f]]
@@ -139,3 +143,12 @@ def test_an_event_of_four_short_fields_takes_at_most_64_bytes(store):
     per_entry = (s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]) * s["psize"] / n
     assert per_entry <= 64, per_entry
     assert struct.calcsize(">QQI") == len(codec.entry_key(1, (base, 2)))
+
+
+def test_serve_s_encoder_formats_wide_sequence_numbers_and_percent_names_as_each_entry_alone(store):
+    for i in ("1-4294967294", "1-4294967295", "1-4294967296", "2-0"):          # short, then wide keys, then short
+        cmd(store, "XADD", "s", i, "100%", "%d", "%b", "x%sy")
+    cmd(store, "XADD", "s", "3-0", "line", "a\nb")                             # a record among the shaped
+    added = [(e[0].encode(), [f.encode() for f in e[1]]) for e in cmd(store, "XRANGE", "s", "-", "+")]
+    assert len(added) == 5
+    check_reads(store, b"s", added)

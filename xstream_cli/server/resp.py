@@ -412,14 +412,41 @@ def _bulks(xs):
         return None
 
 
+def _entries(r, resp3, array_null, out):
+    """A range of entries as stored (XRANGE pages: where a reader over the
+    network spends the server's time): a run of one shape is formatted
+    in one ``%`` over a format made for the shape, its arguments laid out
+    by slices (Entries.columns)."""
+    app = out.append
+    app(b"*%d\r\n" % len(r))
+    for names, ids, flat in r.columns():
+        if names is None:
+            for e in ids:
+                _enc(e, resp3, array_null, out)
+            continue
+        n = len(names)
+        count = len(ids)
+        stride = 2 + 2 * n
+        per = b"*2\r\n$%%d\r\n%%b\r\n*%d\r\n" % (2 * n) + b"".join(
+            b"$%d\r\n" % len(nm) + nm.replace(b"%", b"%%") + b"\r\n$%d\r\n%b\r\n" for nm in names)
+        args = [None] * (count * stride)
+        args[0::stride] = map(len, ids)
+        args[1::stride] = ids
+        for j in range(n):
+            vals = flat[j::n]
+            args[2 + 2 * j::stride] = map(len, vals)
+            args[3 + 2 * j::stride] = vals
+        app(per * count % tuple(args))
+
+
 def _enc(r, resp3, array_null, out):
     t = type(r)
     app = out.append
     if t is bytes:
         app(b"$%d\r\n%s\r\n" % (len(r), r))
-    elif t is list or t is tuple or t is Entries:
-        if t is Entries:
-            r = r.decoded()
+    elif t is Entries:
+        _entries(r, resp3, array_null, out)
+    elif t is list or t is tuple:
         app(b"*%d\r\n" % len(r))
         for x in r:
             tx = type(x)
