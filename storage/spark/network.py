@@ -332,6 +332,20 @@ class Conn:
         Blocks of automatic IDs only watch nothing, so tasks writing to
         one stream at once never hold each other up.  The number of
         rows added."""
+        return self._block(rows, checked, tries)[0]
+
+    def add_once(self, rows, progress, batch, partition, tries=20):
+        """The streaming sink over the network: add ``rows`` (as
+        ``add_block``) together with the progress marker of task
+        ``partition`` of micro-batch ``batch`` (an entry ``batch-*`` with
+        ``partition`` and ``rows`` in the stream ``progress``), in ONE
+        ``MULTI``/``EXEC``, unless the marker is already there (a retried
+        task, a replayed batch).  The progress stream is WATCHed while its
+        markers are read, so two attempts of one task never both add.
+        Returns (rows added, skipped)."""
+        return self._block(rows, set(), tries, (progress, batch, partition))
+
+    def _block(self, rows, checked, tries, progress=None):
         import redis
         names = sorted({r[0] for r in rows})
         explicit = sorted({r[0] for r in rows if r[1] is not None})
@@ -344,10 +358,15 @@ class Conn:
                                        "of %d rows was added, earlier blocks stay" % (self.ep.name, _name(n), t,
                                                                                       len(rows)))
             checked.update(unchecked)
+        watch = list(explicit) + ([progress[0]] if progress else [])
         for attempt in range(tries):
-            if explicit:
-                replies = self.pipeline([("WATCH",) + tuple(explicit)] + [("XINFO", "STREAM", n) for n in explicit],
-                                        errors=True)
+            trim = False
+            if watch:
+                cmds = [("WATCH",) + tuple(watch)] + [("XINFO", "STREAM", n) for n in explicit]
+                if progress:
+                    p, b, _ = progress
+                    cmds += [("XREVRANGE", p, "+", "-", "COUNT", 1), ("XRANGE", p, "%d-0" % b, "%d-%d" % (b, U64))]
+                replies = self.pipeline(cmds, errors=True)
                 tops = {}
                 for n, r in zip(explicit, replies[1:]):
                     if isinstance(r, redis.ResponseError):
@@ -357,16 +376,25 @@ class Conn:
                         tops[n] = (0, 0)
                     else:
                         tops[n] = parse_id(_pairs(r)["last-generated-id"])
+                if progress:
+                    done, trim = self._progress(progress, replies[-2], replies[-1])
+                    if done:
+                        self.call("UNWATCH")
+                        return 0, True
                 bad = _check_ids(rows, tops)
                 if bad:
                     self.call("UNWATCH")
                     name, given, text = bad
                     raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was added, "
                                        "earlier blocks stay" % (self.ep.name, _name(name), given, text, len(rows)))
-            cmds = [("MULTI",)] + [("XADD", n, i or "*") + tuple(f) for n, i, f, _ in rows] + [("EXEC",)]
+            head = [("XTRIM", progress[0], "MINID", "%d-0" % progress[1])] if trim else []
+            tail = [("XADD", progress[0], "%d-*" % progress[1], "partition", "%d" % progress[2],
+                     "rows", "%d" % len(rows))] if progress else []
+            cmds = ([("MULTI",)] + head + [("XADD", n, i or "*") + tuple(f) for n, i, f, _ in rows] + tail
+                    + [("EXEC",)])
             replies = self.pipeline(cmds, errors=True)
             result = replies[-1]
-            for (n, i, _, _), r in zip(rows, replies[1:-1]):
+            for (n, i, _, _), r in zip(rows, replies[1 + len(head):-1]):
                 if isinstance(r, redis.ResponseError):          # refused while queued: EXEC aborts the block
                     raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was "
                                        "added, earlier blocks stay" % (self.ep.name, _name(n), i or "*",
@@ -376,15 +404,38 @@ class Conn:
                 continue
             if isinstance(result, redis.ResponseError):
                 raise self.fail(result)
-            for (n, i, _, _), r in zip(rows, result):
+            for (n, i, _, _), r in zip(rows + [(progress and progress[0], None, None, None)] * len(tail),
+                                       result[len(head):]):
                 if isinstance(r, redis.ResponseError):
                     raise NetworkError("%s stream %r: adding id %s: %s (on Redis, the other rows of this block "
                                        "of %d were added; on xs serve, none)" % (self.ep.name, _name(n), i or "*",
                                                                                  _one_line(r), len(rows)))
-            return len(rows)
-        raise NetworkError("%s: the streams %s kept changing while a block of %d rows with explicit IDs was added "
-                           "(tried %d times); nothing of it was added" % (
-                               self.ep.name, ", ".join(map(repr, map(_name, explicit))), len(rows), tries))
+            return len(rows), False
+        raise NetworkError("%s: the streams %s kept changing while a block of %d rows was added (tried %d times); "
+                           "nothing of it was added" % (self.ep.name, ", ".join(map(repr, map(_name, watch))),
+                                                        len(rows), tries))
+
+    def _progress(self, progress, last, marks):
+        """From the progress stream's last entry and micro-batch ``batch``'s
+        markers: (this task's marker is there, the older batches' markers
+        are to be trimmed).  A progress stream already past ``batch``
+        belongs to another query (or a checkpoint that was reset)."""
+        import redis
+        p, batch, partition = progress
+        for r in (last, marks):
+            if isinstance(r, redis.ResponseError):
+                self.call("UNWATCH")
+                raise self.fail(r, p)
+        top = parse_id(last[0][0])[0] if last else None
+        if top is not None and top > batch:
+            self.call("UNWATCH")
+            raise NetworkError(
+                "%s stream %r: the progress stream already records micro-batch %d, after this one (%d): its "
+                "producer belongs to another query or its checkpoint was reset; give a new 'producer' option "
+                "(or delete that stream)" % (self.ep.name, _name(p), top, batch))
+        mark = b"%d" % partition
+        done = any(_pairs(f).get("partition") == mark for _, f in marks)
+        return done, top is not None and top < batch
 
 
 def _check_ids(rows, tops):

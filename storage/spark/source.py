@@ -106,8 +106,8 @@ redis-py takes it), each ``xs serve`` or any Redis 7+ server: the same
 code reads both, with the protocol only.  Options ``password`` and
 ``user`` (or in the URL; the options win) and ``connect_timeout``
 (seconds, default 10).  Batch reads, streaming reads (with ``group`` /
-``consumer`` too) and batch writes; ``driver_read`` and the streaming
-sink take ``path`` only.  Rows gain a last column ``source``: the endpoint as
+``consumer`` too), batch writes and the streaming sink; ``driver_read``
+takes ``path`` only.  Rows gain a last column ``source``: the endpoint as
 given, its password removed (only in this mode: the path mode's schema
 does not change; a write ignores the column).  Planning, on the driver,
 per endpoint: the streams from ``SCAN 0 MATCH glob TYPE stream`` (a
@@ -188,7 +188,15 @@ a day later would add rows again; why not explicit IDs: a replay could
 not reproduce them.  A task's rows are held (encoded) in memory until
 its transaction: bound micro-batches with ``maxEntriesPerTrigger``.
 Assumes a task's input is the same on a retry (true for replayable
-sources like this one).
+sources like this one).  With ``url`` (one endpoint) the same protocol
+runs over the network (network.Conn.add_once): the progress stream is
+WATCHed while the task's marker and the stream's last entry are read,
+then the rows, the trim of older markers and the marker go in ONE
+``MULTI``/``EXEC``, which is atomic on xs serve and on Redis alike (an
+XADD Redis would refuse inside it is checked before, as in a batch
+write); a concurrent attempt of the same task changes the watched stream
+and makes the other's EXEC answer null, and that attempt then finds the
+marker.  No shared file system is needed.
 """
 import hashlib
 
@@ -220,7 +228,7 @@ READ_OPTIONS = {"path", "stream", "start", "end", "partitions", "fields_list", "
 STREAM_READ_OPTIONS = {"path", "stream", "start", "partitions", "fields_list", "binary", "chunk", "driver_read",
                        "maxentriespertrigger", "group", "consumer"} | NET_OPTIONS
 WRITE_OPTIONS = {"path", "stream", "batch_size"} | NET_OPTIONS
-STREAM_WRITE_OPTIONS = {"path", "stream", "producer", "progress_stream", "checkpointlocation"}
+STREAM_WRITE_OPTIONS = {"path", "stream", "producer", "progress_stream", "checkpointlocation"} | NET_OPTIONS
 BATCH_ID_PROPERTY = "streaming.sql.batchId"       # set by Spark on every micro-batch's tasks
 IGNORED_WRITE_COLUMNS = {"ms", "seq", "ts", "source"}
 
@@ -420,9 +428,6 @@ class XStreamDataSource(DataSource):
     def streamWriter(self, schema, overwrite):
         if overwrite:
             raise XStreamError("only the append output mode is supported: an xs stream is an append-only log")
-        if self.options.get("url"):
-            raise XStreamError("the streaming sink takes option path (url is for reads and batch writes): over the "
-                               "network, write each micro-batch with foreachBatch and a batch write")
         return XStreamStreamWriter(self.options, schema)
 
 
@@ -1302,9 +1307,7 @@ class XStreamWriter(DataSourceWriter):
         with self.endpoints[0].connect() as conn:
             block = []
             for row in iterator:
-                name, fields, opts, given = self._item(row)
-                auto = given is None or given == "*"
-                block.append((name, None if auto else given, fields, None if auto else (opts.id, opts.seq_given)))
+                block.append(_net_row(self._item(row)))
                 if len(block) >= self.batch_size:
                     n += conn.add_block(block, checked)
                     block = []
@@ -1360,6 +1363,15 @@ class XStreamWriter(DataSourceWriter):
         """Nothing can be undone: committed batches stay (see the module's docstring)."""
 
 
+def _net_row(item):
+    """A row of XStreamWriter._item as network.Conn.add_block takes it:
+    (stream, ID text or None, fields, (ID, seq given) or None)."""
+    name, fields, opts, given = item
+    if given is None or given == "*":
+        return name, None, fields, None
+    return name, given, fields, (opts.id, opts.seq_given)
+
+
 def _bytes(v):
     if isinstance(v, str):
         return v.encode("utf-8")
@@ -1409,6 +1421,8 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
         items = [self._item(row) for row in iterator]
         if not items:
             return XStreamStreamCommit(0, False)
+        if self.endpoints:
+            return self._net_write_batch(batch, partition, items)
         progress = self.progress.encode("utf-8")
         mark = b"%d" % partition
 
@@ -1439,6 +1453,14 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
             return store.run(add_once, write=True)
         finally:
             store.close()
+
+    def _net_write_batch(self, batch, partition, items):
+        """The url mode: the task's rows and its marker in ONE MULTI/EXEC
+        (network.Conn.add_once), atomic on xs serve and on Redis alike."""
+        with self.endpoints[0].connect() as conn:
+            added, skipped = conn.add_once(list(map(_net_row, items)), self.progress.encode("utf-8"), batch,
+                                           partition)
+        return XStreamStreamCommit(added, skipped)
 
     def commit(self, messages, batchId):
         """Nothing to do: every task committed its own transaction."""
