@@ -95,7 +95,15 @@ duplicate rows:
 * during 10: one transaction: all trimmed or none.
 * after 10 (staging not yet removed): the re-run removes it.
 
-An entry is thus always in the stream, the archive or both.  Each named
+An entry is thus always in the stream, the archive or both.
+
+Over the network (``xs archive --url``): ``open_store()`` gives a
+``NetStore`` (a server through storage.spark.network), Spark reads with
+the data source's url mode, the manifest's store is the endpoint
+(``url:redis://host:port``, no password), and step 10's transaction is
+a MULTI/EXEC of the XTRIMs, sent after the checked entries were read
+with their streams WATCHed (a change meanwhile: checked and sent again).
+The kill points and what a re-run does are the same.  Each named
 step can be made to kill the process (SIGKILL, for the tests) with the
 environment variable ``XS_ARCHIVE_KILL_AT=STEP``, STEP one of
 ``KILL_POINTS``: planned (after 4), staged (after 5), verified (after
@@ -459,6 +467,7 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 _FINAL = re.compile(r"stream=[^/\x00]+/date=\d{4}-\d{2}-\d{2}/\d{1,20}-\d{1,20}_\d{1,20}-\d{1,20}\.parquet\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _STORE_ID = re.compile(r"[0-9a-f]{32}\Z")
+_SERVED = re.compile(r"url:(redis|rediss|unix)://[!-~]{1,1000}\Z")     # xs archive --url: the endpoint, no password
 
 
 def _rel_parts(path):
@@ -492,7 +501,7 @@ def check_manifest(doc):
     if not isinstance(doc, dict) or doc.get("format") not in FORMATS or not isinstance(doc.get("streams"), dict):
         raise ValueError("it is not an xs archive manifest of format %s" % " or ".join(map(str, FORMATS)))
     store = doc.get("store")
-    if store is not None and not (isinstance(store, str) and _STORE_ID.match(store)):
+    if store is not None and not (isinstance(store, str) and (_STORE_ID.match(store) or _SERVED.match(store))):
         raise ValueError("its store is not a store identity")
     for name, rec in doc["streams"].items():
         if not isinstance(rec, dict) or not isinstance(rec.get("through"), str) or not _ID_TEXT.match(rec["through"]):
@@ -707,14 +716,89 @@ def trim_archived(store, manifest, names):
         for name, rec in todo:
             raw = name.encode("utf-8")
             through = parse_id_text(rec["through"])
-            if not _check_trimmable(tx, raw, through, rec.get("last_run")):
+            n = _check_trimmable(tx, raw, through, rec.get("last_run"))
+            if not n:
                 continue
+            # the checked entries are exactly those the trim removes (the
+            # same transaction; over the network, under WATCH: NetStore)
             if through >= ids.MAX_ID:
-                removed[name] = tx.trim(raw, TrimOptions("maxlen", 0))
+                tx.trim(raw, TrimOptions("maxlen", 0))
             else:
-                removed[name] = tx.trim(raw, TrimOptions("minid", ids.incr(through)))
+                tx.trim(raw, TrimOptions("minid", ids.incr(through)))
+            removed[name] = n
         return removed
     return store.run(trim_all, write=True)
+
+
+# ------------------------------------------------------- over the network
+
+class NetStore:
+    """The store of ``xs archive --url``: a server (``xs serve`` or
+    Redis 7+) seen through the few transaction verbs a run uses (store_id,
+    range, trim), over one connection (storage.spark.network).  A read
+    "transaction" is a series of XRANGE pages (not one snapshot: planning
+    and the digest read what each page finds).  A write transaction WATCHes
+    every stream it reads before reading it and queues its trims, then
+    sends them in one MULTI/EXEC: if another client changed a stream it
+    checked, EXEC answers null and the whole function runs again, so a
+    trim always removes exactly the entries its check saw."""
+
+    TRIES = 20
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+        self.conn = endpoint.connect()
+
+    def close(self):
+        self.conn.close()
+
+    def run(self, fn, write=False):
+        for _ in range(self.TRIES):
+            tx = _NetTxn(self, write)
+            try:
+                result = fn(tx)
+            except BaseException:
+                if tx.watched:
+                    self.conn.call("UNWATCH")
+                raise
+            if not tx.trims:
+                if tx.watched:
+                    self.conn.call("UNWATCH")
+                return result
+            got = self.conn.pipeline([("MULTI",)] + tx.trims + [("EXEC",)])
+            if got[-1] is not None:
+                return result
+        raise ArchiveError("%s: the streams kept changing while their archived entries were checked (tried %d "
+                           "times); nothing was trimmed, run it again" % (self.endpoint.name, self.TRIES))
+
+
+class _NetTxn:
+    """The verbs of a NetStore transaction (see NetStore)."""
+
+    def __init__(self, store, write):
+        self.conn = store.conn
+        self.name = store.endpoint.name
+        self.write = write
+        self.watched = set()
+        self.trims = []
+
+    def store_id(self, create=False):
+        """A server has no store identity over the protocol: the endpoint
+        (its URL, no password) stands for it in the manifest."""
+        return "url:" + self.name
+
+    def range(self, raw, o):
+        if self.write and raw not in self.watched:
+            self.conn.call("WATCH", raw)
+            self.watched.add(raw)
+        return self.conn.call("XRANGE", raw, id_text(o.start), id_text(o.end), "COUNT", o.count, stream=raw)
+
+    def trim(self, raw, o):
+        assert self.write and raw in self.watched, "a trim checks its stream first"
+        if o.strategy == "maxlen":
+            self.trims.append(("XTRIM", raw, "MAXLEN", o.threshold))
+        else:
+            self.trims.append(("XTRIM", raw, "MINID", id_text(o.threshold)))
 
 
 # ------------------------------------------------------------------ recovery
@@ -891,20 +975,28 @@ def _watch(spark, report, stop):
             report(done, total)
 
 
-def stage(spark, store_path, plans, out, fields_list=False, report=None, binary=False):
+def stage(spark, source, plans, out, fields_list=False, report=None, binary=False):
     """Write the planned entries as Parquet under ``out``, partitioned by
-    stream and date (``binary``: values as binary, not strings)."""
+    stream and date (``binary``: values as binary, not strings);
+    ``source``: the data source's options that name the store (``path``,
+    or ``url`` and its credentials)."""
     from pyspark.sql import functions as F
     frames = []
     for p in plans:
         parts = max(1, min(64, -(-p.rows // ROWS_PER_PARTITION)))
-        r = (spark.read.format("xstream").option("path", store_path).option("stream", _glob_escape(p.name))
+        r = spark.read.format("xstream")
+        for k, v in source.items():
+            r = r.option(k, v)
+        r = (r.option("stream", _glob_escape(p.name))
              .option("start", id_text(p.first)).option("end", id_text(p.last)).option("partitions", parts))
         if fields_list:
             r = r.option("fields_list", "true")
         if binary:
             r = r.option("binary", "true")
-        frames.append(r.load())
+        df = r.load()
+        if "url" in source:
+            df = df.drop("source")          # the url mode's column: an archive has the path mode's columns
+        frames.append(df)
     df = frames[0]
     for f in frames[1:]:
         df = df.unionByName(f)
@@ -1049,7 +1141,9 @@ def archive(open_store, store_path, names, cut, directory, master=None, fields_l
             dry_run=False, shared=False, binary=False, mode=DEFAULT_MODE):
     """Archive the entries of the streams ``names`` (bytes) below ``cut``
     ((ms, seq)) into ``directory``, then trim them (see the module's
-    docstring).  ``open_store()`` opens the store for writing;
+    docstring).  ``open_store()`` opens the store for writing (or a
+    NetStore; ``store_path`` is then the data source's url options, a
+    dict);
     ``progress(step, done, total)`` is told what happens; ``shared``: DIR
     may belong to another user or be writable by others (ArchiveDir);
     ``binary``: values as binary (the only way to archive values that
@@ -1141,7 +1235,8 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
             try:
                 say("writing Parquet")
                 try:
-                    stage(spark, os.path.abspath(store_path), todo, out, fields_list,
+                    source = store_path if isinstance(store_path, dict) else {"path": os.path.abspath(store_path)}
+                    stage(spark, source, todo, out, fields_list,
                           (lambda d, t: say("writing Parquet", d, t)) if progress else None, binary)
                 except Exception as e:
                     raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (

@@ -1,7 +1,7 @@
 """xs archive: move old entries to Parquet with Spark, then trim them.
 
     xs archive STREAM|GLOB... --to DIR (--older-than DURATION | --before ID)
-               [--master URL] [--fields-list] [--shared-dir] [--mode MODE] [--dry-run] [-q]
+               [--url URL] [--master URL] [--fields-list] [--shared-dir] [--mode MODE] [--dry-run] [-q]
 
 The entries with an ID below the cut (``--before ID``: exactly the
 entries with a smaller ID; ``--older-than D``: below ``<now - D>-0``)
@@ -143,8 +143,40 @@ def _summary(res, cut, to):
     return text
 
 
+class _Served:
+    """What select_streams asks of a store, asked of a server (--url)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def stream_names(self):
+        return self.conn.stream_names(b"*")
+
+
+def _net_source(url):
+    """--url: (the store opener, the data source's options, the selected
+    streams' opener); exit 1 with the one-line reason when the server
+    cannot be reached."""
+    from storage.spark import archive
+    from storage.spark.network import NetworkError, parse_endpoints
+    try:
+        eps = parse_endpoints(url)
+    except NetworkError as e:
+        context.fail("archive: %s" % str(e).removeprefix("xstream: "), context.EXIT_USAGE)
+    if len(eps) != 1:
+        context.fail("archive: --url names one server (%d given)" % len(eps), context.EXIT_USAGE)
+    ep = eps[0]
+
+    def open_store():
+        try:
+            return archive.NetStore(ep)
+        except NetworkError as e:
+            context.fail("archive: %s" % str(e).removeprefix("xstream: "))
+    return open_store, {"url": url}
+
+
 def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False, binary=False,
-                mode=None):
+                mode=None, url=None):
     cut = _cut(older_than, before)
     if not to:
         context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
@@ -156,24 +188,38 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     from storage.spark import archive
     from storage.txn import StoreFailure
     args = [os.fsencode(s) for s in streams]
-    store = open_existing(g, write=False)
-    try:
-        names, missing = store.run(lambda tx: select_streams(tx, args))
-    finally:
-        store.close()
+    if url:
+        open_store, source = _net_source(url)
+        store = open_store()
+        try:
+            names, missing = select_streams(_Served(store.conn), args)
+        except ValueError as e:           # the server failed (storage.spark.network.NetworkError)
+            context.fail("archive: %s" % str(e).removeprefix("xstream: "))
+        finally:
+            store.close()
+    else:
+        store = open_existing(g, write=False)
+        try:
+            names, missing = store.run(lambda tx: select_streams(tx, args))
+        finally:
+            store.close()
+        source = context.db_path(g)
+
+        def open_store():
+            return open_existing(g, write=not dry)
     if missing:
         fail_missing(missing)
     progress = Progress(not quiet and sys.stderr.isatty())
     try:
-        res = archive.archive(lambda: open_existing(g, write=not dry), context.db_path(g), names, cut, to,
+        res = archive.archive(open_store, source, names, cut, to,
                               master=master, fields_list=fields_list, progress=progress, dry_run=dry,
                               shared=shared, binary=binary, **({} if mode is None else {"mode": mode}))
     except archive.ArchiveError as e:
         progress.end()
         context.fail("archive: %s" % e)
-    except StoreFailure as e:
+    except (StoreFailure, ValueError) as e:        # ValueError: the server failed (--url)
         progress.end()
-        context.fail("archive: %s" % e)
+        context.fail("archive: %s" % str(e).removeprefix("xstream: "))
     except OSError as e:
         progress.end()
         context.fail("archive: %s%s" % (e.strerror or e, " (%s)" % e.filename if e.filename else ""))
@@ -195,6 +241,10 @@ def register(cli):
                   help="Archive entries older than DURATION (500ms, 90s, 30m, 12h, 7d, 2w, 1h30m).")
     @click.option("--before", metavar="ID", help="Archive exactly the entries with an ID below ID (ms or ms-seq).")
     @click.option("--master", metavar="URL", help="Spark master (default local[*]).")
+    @click.option("--url", metavar="URL",
+                  help="Archive a store served over the network (xs serve, or any Redis 7+ server): "
+                       "redis://[:PASSWORD@]HOST:PORT, rediss:// for TLS; Spark's executors read it over the "
+                       "network and the trim is an XTRIM MINID on the server.  Instead of --db.")
     @click.option("--fields-list", is_flag=True,
                   help="Also write fields_list (every field in order, repeated names kept).")
     @click.option("--binary", is_flag=True,
@@ -211,7 +261,8 @@ def register(cli):
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.pass_obj
-    def archive_cmd(obj, streams, to, older_than, before, master, fields_list, binary, shared, mode, dry, quiet):
+    def archive_cmd(obj, streams, to, older_than, before, master, url, fields_list, binary, shared, mode, dry,
+                    quiet):
         """Move old entries to Parquet with Spark, then trim them.
 
         \b
@@ -231,6 +282,6 @@ def register(cli):
         """
         try:
             run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet,
-                        shared, binary, mode)
+                        shared, binary, mode, url)
         except KeyboardInterrupt:
             context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)
