@@ -90,6 +90,30 @@ def test_redis_py_and_redis_cli_talk_tls_with_a_client_certificate(tmp_path, cer
     assert code == 0, err
 
 
+def test_the_spark_url_mode_s_wire_reads_and_writes_over_rediss_with_a_client_certificate(tmp_path, certs):
+    """storage.spark.network (what the data source's executors and xs
+    archive --url use): a rediss:// endpoint with redis-py's TLS query
+    options."""
+    from storage.spark.network import NetworkError, parse_endpoints
+    srv = TlsServed(tmp_path / "store", certs)
+    try:
+        tls = "ssl_ca_certs=%s&ssl_certfile=%s&ssl_keyfile=%s" % (certs / "ca.crt", certs / "client.crt",
+                                                                 certs / "client.key")
+        (ep,) = parse_endpoints("rediss://127.0.0.1:%d/?%s" % (srv.tls_port, tls))
+        with ep.connect() as conn:
+            assert conn.add_block([(b"ev:tls", "1-1", [b"n", b"1"], ((1, 1), True)),
+                                   (b"ev:tls", None, [b"n", b"2"], None)], set()) == 2
+            assert conn.stream_names(b"ev:*") == [b"ev:tls"]
+            pages = list(conn.pages(b"ev:tls", (0, 0), ((1 << 64) - 1, (1 << 64) - 1), 1))
+            assert [[bytes(f) for f in e[1]] for page in pages for e in page] == [[b"n", b"1"], [b"n", b"2"]]
+        (no_cert,) = parse_endpoints("rediss://127.0.0.1:%d/?ssl_ca_certs=%s" % (srv.tls_port, certs / "ca.crt"))
+        with pytest.raises(NetworkError, match="127.0.0.1:%d" % srv.tls_port):
+            no_cert.connect().call("PING")      # the server wants a client certificate
+    finally:
+        code, err = srv.stop()
+    assert code == 0, err
+
+
 def test_a_plain_text_client_or_one_without_a_certificate_gets_nothing_on_the_tls_port(tmp_path, certs):
     srv = TlsServed(tmp_path / "store", certs)
     try:
