@@ -10,7 +10,8 @@
   spark      one SparkSession for the whole test session (local[2], UTC,
              the xstream data source registered); workers run this
              interpreter with the repository on PYTHONPATH; tests using it
-             are skipped when pyspark is not installed
+             are skipped when pyspark is not installed; every JVM the
+             Spark tests start gets SPARK_JVM_OPTS (spark_jvm_env)
   xs_json(db, *lines)   helper: run xs script lines on db, the JSON replies
 """
 import json
@@ -219,11 +220,35 @@ def xs_json(db, *lines):
     return [json.loads(l) for l in p.stdout.decode("utf-8", "surrogateescape").splitlines() if l.strip()]
 
 
+# The JVMs the tests start (each SparkSession's driver, spark-submit's
+# launcher, a cluster's executors) live seconds and run little: C2's
+# compiler threads and G1's threads are then mostly overhead.  C1 only and
+# the serial collector cut a Spark start's CPU by about a third (measured:
+# 35-40 CPU-s -> 23-24 for a session and its first jobs, on 2 cores),
+# which the other test processes of a small CI machine get instead.
+# Nothing a test checks depends on the JIT or the collector.
+SPARK_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def spark_jvm_env():
+    """Environment that gives every Spark JVM started under it (also by a
+    subprocess: xs archive, an example, a benchmark) SPARK_JVM_OPTS; what
+    the user already set is kept."""
+    env = {}
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:     # pyspark's arguments to spark-submit
+        env["PYSPARK_SUBMIT_ARGS"] = ('--driver-java-options "%s" --conf "spark.executor.extraJavaOptions=%s" '
+                                      'pyspark-shell' % (SPARK_JVM_OPTS, SPARK_JVM_OPTS))
+    if "SPARK_LAUNCHER_OPTS" not in os.environ:     # spark-submit's own launcher JVM
+        env["SPARK_LAUNCHER_OPTS"] = SPARK_JVM_OPTS
+    return env
+
+
 def spark_env():
     """Environment for Spark's Python workers (and Spark subprocesses): this
-    interpreter, and the repository importable."""
+    interpreter, and the repository importable; spark_jvm_env()."""
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+    env.update(spark_jvm_env())
     if not os.environ.get("JAVA_HOME") and not shutil.which("java"):
         for d in ("/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/java-17-openjdk-arm64",
                   "/usr/lib/jvm/default-java"):
@@ -231,6 +256,16 @@ def spark_env():
                 env["JAVA_HOME"] = d
                 break
     return env
+
+
+@pytest.fixture(autouse=True)
+def _spark_jvm_options(request, monkeypatch):
+    """The Spark unit's tests start their JVMs with SPARK_JVM_OPTS (only
+    these variables: a subprocess such as xs archive must still find its
+    own way to this interpreter and the repository)."""
+    if work_scope(request.node.nodeid) == SPARK_SCOPE:
+        for k, v in spark_jvm_env().items():
+            monkeypatch.setenv(k, v)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from conftest import ROOT, spark_env  # noqa: E402
+from conftest import ROOT, SPARK_JVM_OPTS, spark_env  # noqa: E402
 from conftest import xs_json as xs  # noqa: E402
 
 
@@ -65,7 +65,8 @@ def cluster(tmp_path):
     def start(cls, *args):
         log = open(str(tmp_path / (cls.rsplit(".", 1)[1] + ".log")), "wb")
         logs.append(log)
-        p = subprocess.Popen([java, "-Xmx256m", "-Dspark.master.rest.enabled=false", "-cp", cp, cls] + list(args),
+        p = subprocess.Popen([java, "-Xmx256m"] + SPARK_JVM_OPTS.split() +
+                             ["-Dspark.master.rest.enabled=false", "-cp", cp, cls] + list(args),
                              env=daemon_env, stdout=log,
                              stderr=subprocess.STDOUT, cwd=str(tmp_path))
         procs.append(p)
