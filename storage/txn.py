@@ -111,6 +111,8 @@ class Txn:
         self._tails = {}             # last listpack node per stream (storage.parts.log), kept
                                      # across verbs; cleared when a verb is rolled back
         self._shared = None          # the Parts of a ``shared`` run in progress
+        self.consumers_made = 0      # consumers created by the verbs kept, by their first use (xs serve's
+                                     # INFO rdb_changes_since_last_save counts them, as Redis's dirty does)
 
     @staticmethod
     def now() -> int:
@@ -158,6 +160,7 @@ class Txn:
             self._failed = e
             raise
         self.changed |= changed
+        self.consumers_made += p.consumers_made()
         return result
 
     def _savepoint(self, fn, *args):
@@ -180,6 +183,7 @@ class Txn:
             self._tails.clear()
             raise
         self.changed |= changed
+        self.consumers_made += p.consumers_made()
         return result
 
     def shared(self, calls: "Sequence[Callable[[], object]]") -> "Optional[list]":

@@ -111,6 +111,10 @@ class Parts:
                 streams.forget(name)
         streams.expired.clear()
 
+    def consumers_made(self):
+        """Consumers this verb created by using them (GroupTable.seen)."""
+        return 0 if self._groups is None else self._groups.made
+
     def flush(self):
         """Write back changed records; returns the names of the streams
         the verb changed (whose blocked readers to wake)."""

@@ -20,7 +20,7 @@ _ABSENT = object()
 class GroupTable:
     """Group and consumer records of one verb."""
 
-    __slots__ = ("_kv", "_streams", "_gdb", "_cdb", "_ndb", "_groups", "_graw", "_cons", "_craw", "_names")
+    __slots__ = ("_kv", "_streams", "_gdb", "_cdb", "_ndb", "_groups", "_graw", "_cons", "_craw", "_names", "made")
 
     def __init__(self, kv, streams):
         self._kv = kv
@@ -33,6 +33,7 @@ class GroupTable:
         self._cons = {}              # (gid, name) -> ConsumerMeta or None
         self._craw = {}              # (gid, name) -> stored bytes (None: absent)
         self._names = {}             # (gid, cid) -> consumer name
+        self.made = 0                # consumers created by their first use (seen): Redis's dirty counts them
 
     # ================================================================ groups
 
@@ -115,6 +116,7 @@ class GroupTable:
         (every XREADGROUP / XCLAIM by a consumer)."""
         c = self.consumer(g, name)
         if c is None:
+            self.made += 1
             return self.create_consumer(g, name, now)
         c.seen_time = now
         return c

@@ -73,6 +73,9 @@ DIRTY_SCRIPT = [
     "XTRIM s MAXLEN 1",                                   # 2 (3-1 .. 5-1 left; 5-1 stays)
     "XTRIM s MAXLEN 1",                                   # 0
     "XSETID s 99-0", "XGROUP SETID s g 0",
+    "XREADGROUP GROUP g carol STREAMS s 0",               # carol made by her first read: 1, though it read nothing
+    "XCLAIM s g dave 0 99-1",                             # dave made: 1
+    "XAUTOCLAIM s g erin 0 0 COUNT 1",                    # erin made, plus what it claimed
     "XGROUP DELCONSUMER s g alice", "XGROUP DESTROY s g", "XGROUP DESTROY s g",
     "XGROUP CREATE t g2 $ MKSTREAM",
     "XADD a * f v", "XADD b * f v",
@@ -87,9 +90,12 @@ DIRTY_SCRIPT = [
 ]
 
 
-# Redis before 7.4 (#13251) added 1 for an XREADGROUP of the PEL too; xs
-# has 7.4's rule (and 8.x's): reading history changes nothing
-SINCE_7_4 = {"XREADGROUP GROUP g alice STREAMS s 0": 0}
+# Redis before 7.4 (#13251) added 1 for an XREADGROUP of the PEL too, and
+# its XCLAIM made the consumer only when it claimed something; xs has
+# 7.4's rules (and 8.x's, t_stream.c xclaimCommand): reading history
+# changes nothing, XCLAIM makes its consumer (1) whatever it claims
+SINCE_7_4 = {"XREADGROUP GROUP g alice STREAMS s 0": 0, "XREADGROUP GROUP g carol STREAMS s 0": 1,
+             "XCLAIM s g dave 0 99-1": 1}
 
 
 def test_rdb_changes_since_last_save_counts_each_change_as_redis_does(both):
@@ -115,6 +121,7 @@ def test_rdb_changes_since_last_save_counts_each_change_as_redis_does(both):
     # the script does reach the counts above 1 that a "1 per write" rule misses
     assert deltas["XDEL s 6-1 7-1 99-1"] == 2 and deltas["FLUSHDB"] == 4
     assert deltas["EXEC"] == 4 and deltas["XACK s g 3-1"] == 0
+    assert deltas["XREADGROUP GROUP g carol STREAMS s 0"] == 1 and deltas["XCLAIM s g dave 0 99-1"] == 1
 
 
 def test_flushall_adds_the_keys_it_removed_and_resetstat_keeps_the_counter(both):

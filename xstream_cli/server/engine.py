@@ -184,6 +184,7 @@ class Engine:
         self.jobs = queue.SimpleQueue()  # Jobs, lists of Jobs (a loop iteration's), None to stop
         self.commands_processed = 0
         self.commits = 0
+        self.consumers_made = 0      # by XREADGROUP / XCLAIM / XAUTOCLAIM: part of INFO's dirty counter
         self.blocked = 0             # clients in a blocked wait now
         self._waits = set()          # the _BlockCall's running
         self._waits_lock = threading.Lock()
@@ -290,9 +291,16 @@ class Engine:
         The store's lock is held throughout, counters included."""
         write = any(j.write for j in batch)
         t = time.monotonic()
+        made = [0]
+
+        def run(tx):
+            out = _run_jobs(tx, batch)
+            made[0] = tx.consumers_made
+            return out
         with self.store.lock:
             try:
-                results = self.store.run(lambda tx: _run_jobs(tx, batch), write=write, savepoints=write)
+                results = self.store.run(run, write=write, savepoints=write)
+                self.consumers_made += made[0]
             except (StoreFailure, Aborted, Retry) as e:
                 log.error("transaction failed: %s", e)
                 err = RedisError("ERR %s" % (e,))

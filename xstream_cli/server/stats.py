@@ -29,8 +29,9 @@ from xstream_cli.server.config import percentile_text
 # acknowledged, DEL the keys deleted ...; a command that changed nothing
 # adds 0.  Here the amount is read from the command's reply (and its
 # parsed arguments): fn(item, reply) -> changes, for a write command
-# that succeeded.  What the reply does not tell is not counted: the
-# consumer XREADGROUP, XCLAIM and XAUTOCLAIM create (Redis: 1 each), the
+# that succeeded.  The consumers XREADGROUP, XCLAIM and XAUTOCLAIM create
+# (Redis: 1 each) are counted by the engine (Engine.consumers_made, from
+# storage.txn.Txn.consumers_made); INFO adds the two.  Not counted: the
 # PEL entries of deleted entries XCLAIM drops and XCLAIM's LASTID (1
 # each).
 
