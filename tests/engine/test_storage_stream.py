@@ -375,12 +375,20 @@ def test_xread_maxcount_without_count(store):
     assert {k: ids_of(v) for k, v in r.items()} == {"s1": ["1-0", "2-0", "3-0"], "s2": ["1-0"]}
 
 
-def test_xread_maxcount_and_maxsize_must_be_positive(store):
+def test_xread_maxcount_and_maxsize_must_be_positive_integers(store):
+    """Redis 8.10's texts (its own suites, stream.tcl and stream-cgroups.tcl,
+    "MAXCOUNT/MAXSIZE ... validation"): a word that is not a number is
+    Redis's integer error, a number below 1 the option's own."""
     fill(store, "s", 1)
     for opt in ("MAXCOUNT", "MAXSIZE"):
-        for v in ("0", "-1", "x"):
+        for v in ("0", "-1"):
             r = cmd(store, "XREAD", opt, v, "STREAMS", "s", "0")
-            assert isinstance(r, dict) and "error" in r, (opt, v, r)
+            assert r == {"error": "ERR %s must be a positive integer" % opt}, (opt, v, r)
+        for v in ("x", "99999999999999999999"):
+            r = cmd(store, "XREAD", opt, v, "STREAMS", "s", "0")
+            assert r == {"error": "ERR value is not an integer or out of range"}, (opt, v, r)
+        r = cmd(store, "XREADGROUP", "GROUP", "g", "c", opt, "foo", "STREAMS", "s", ">")
+        assert r == {"error": "ERR value is not an integer or out of range"}, (opt, r)
 
 
 def test_xread_maxcount_below_count_is_an_error(store):

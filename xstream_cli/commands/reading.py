@@ -40,12 +40,12 @@ def parse_read(argv, xreadgroup):
             count = max(ll(argv[i]), 0)
         elif u == b"MAXCOUNT" and more:
             i += 1
-            maxcount = ll(argv[i], errors.maxcount_invalid)
+            maxcount = ll(argv[i])          # not a number: Redis's integer error; then the range
             if maxcount <= 0:
                 raise errors.maxcount_invalid()
         elif u == b"MAXSIZE" and more:
             i += 1
-            maxsize = ll(argv[i], errors.maxsize_invalid)
+            maxsize = ll(argv[i])
             if maxsize <= 0:
                 raise errors.maxsize_invalid()
         elif u == b"STREAMS" and more:
