@@ -1,9 +1,10 @@
 """A batch job for the standalone-cluster test (tests/spark/test_spark_cluster.py):
-run as ``python tests/spark_cluster_job.py MASTER_URL STORE``; reads every
-``ev:*`` stream with executor reads and with a driver-side read, writes
-per-user counts back to the stream ``counts``, reads the store by a path
-only the driver can resolve (both ways) and prints one JSON line with
-what it saw.  Its own process: a second SparkContext cannot live in
+run as ``python tests/spark_cluster_job.py MASTER_URL STORE [SERVED_URL]``;
+reads every ``ev:*`` stream with executor reads and with a driver-side
+read, writes per-user counts back to the stream ``counts``, reads the
+store by a path only the driver can resolve (both ways), and, given
+SERVED_URL (a store served by ``xs serve``), reads it and writes its
+counts with option ``url`` only; prints one JSON line with what it saw.  Its own process: a second SparkContext cannot live in
 the test process."""
 import json
 import os
@@ -13,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def main(master, db):
+def main(master, db, served=None):
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -52,8 +53,17 @@ def main(master, db):
             executors_rel = "read"
         except Exception as e:
             executors_rel = "failed: cannot open store" if "cannot open store %s" % rel in str(e) else str(e)
+        net = {}
+        if served:                  # the executors get a URL, never a store path
+            ndf = spark.read.format("xstream").option("url", served).option("stream", "ev:*").load()
+            net["url_per_stream"] = {r["stream"]: r["count"] for r in ndf.groupBy("stream").count().collect()}
+            net["url_sources"] = sorted({r["source"] for r in ndf.select("source").distinct().collect()})
+            (ndf.groupBy(F.col("fields")["user"].alias("user")).count()
+             .select(F.create_map(F.lit("user"), F.col("user"), F.lit("n"), F.col("count").cast("string"))
+                     .alias("fields"))
+             .write.format("xstream").option("url", served).option("stream", "counts").mode("append").save())
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-        print(json.dumps({"per_stream": per_stream, "driver_read_count": driver.count(),
+        print(json.dumps({**net, "per_stream": per_stream, "driver_read_count": driver.count(),
                           "driver_read_ids": [r["id"] for r in driver.where("stream = 'ev:a'").orderBy("ms", "seq").limit(3).collect()],
                           "executors": executors, "master": spark.sparkContext.master,
                           "driver_read_relative": driver_only, "executor_read_relative": executors_rel}))
@@ -62,4 +72,4 @@ def main(master, db):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -3,7 +3,9 @@ master and one worker started from the pyspark package in their own
 JVMs (stopped at the end, also on failure), and a batch job submitted
 to it from a separate process (tests/spark_cluster_job.py): executor
 reads and a write, and driver-side reads, also of a store that only the
-driver can open.  Skipped without pyspark or Java."""
+driver can open; and a read and a write with option url only, through
+``xs serve`` (the executors never get a store path).  Skipped without
+pyspark or Java."""
 import glob
 import json
 import os
@@ -94,11 +96,20 @@ def cluster(tmp_path):
 
 
 def test_batch_read_and_write_on_a_standalone_cluster(cluster, tmp_path):
+    from tests.spark.test_spark_network import Served
     url, env = cluster
     db = tmp_path / "db"
-    xs(db, *["XADD ev:%s * user u%d" % ("ab"[i % 2], i % 3) for i in range(300)])
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "spark_cluster_job.py"), url, str(db)],
-                       capture_output=True, env=env, timeout=600, cwd=str(tmp_path))
+    lines = ["XADD ev:%s * user u%d" % ("ab"[i % 2], i % 3) for i in range(300)]
+    xs(db, *lines)
+    served_db = tmp_path / "served"            # another store, reached by the executors over the network only
+    xs(served_db, *lines[:120])
+    served = Served(served_db)
+    try:
+        served_url = "redis://127.0.0.1:%d" % served.port
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "spark_cluster_job.py"), url, str(db),
+                            served_url], capture_output=True, env=env, timeout=600, cwd=str(tmp_path))
+    finally:
+        served.stop()
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
     got = json.loads(p.stdout.decode().strip().splitlines()[-1])
     assert got["master"] == url and got["executors"] == 1      # really ran on the cluster's executor
@@ -111,3 +122,7 @@ def test_batch_read_and_write_on_a_standalone_cluster(cluster, tmp_path):
     assert got["driver_read_ids"] == [e[0] for e in first]
     (counts,) = xs(db, "XRANGE counts - +")
     assert sorted((e[1][1], e[1][3]) for e in counts) == [("u0", "100"), ("u1", "100"), ("u2", "100")]
+    # the url mode on the cluster: read and written by the executors through xs serve
+    assert got["url_per_stream"] == {"ev:a": 60, "ev:b": 60} and got["url_sources"] == [served_url]
+    (counts,) = xs(served_db, "XRANGE counts - +")
+    assert sorted((e[1][1], e[1][3]) for e in counts) == [("u0", "40"), ("u1", "40"), ("u2", "40")]
