@@ -164,6 +164,57 @@ def test_the_jobs_of_one_loop_iteration_cross_to_the_engine_and_back_together(tm
     assert _in_process(tmp_path, script) == 1
 
 
+def test_reads_run_in_the_loop_s_thread_unless_a_transaction_is_open_and_a_deep_pipeline_keeps_its_order(
+        tmp_path):
+    s = Served(tmp_path / "store")
+    try:
+        r = s.client()
+        for i in range(5):
+            r.xadd("s", {"n": i}, id="%d-1" % (i + 1))
+        # 3000 reads in one pipeline (three steps of the parser), then a write, then reads again: in order
+        pipe = r.pipeline(transaction=False)
+        for i in range(3000):
+            pipe.xrange("s", "%d-1" % (i % 5 + 1), "+", count=1)
+        pipe.xadd("s", {"n": 5}, id="6-1")
+        pipe.xlen("s")
+        got = pipe.execute()
+        assert [g[0][0] for g in got[:3000]] == [b"%d-1" % (i % 5 + 1) for i in range(3000)]
+        assert got[3000:] == [b"6-1", 6]
+        commits = int(r.info("persistence")["commits"])
+        for _ in range(50):
+            assert r.xlen("s") == 6                  # reads alone commit nothing
+        assert int(r.info("persistence")["commits"]) == commits
+    finally:
+        s.stop()
+
+
+def test_a_read_waits_for_nothing_while_the_engine_holds_the_store_lock(tmp_path):
+    async def script(srv, sock):
+        lock = srv.engine.store.lock
+        held, release = threading.Event(), threading.Event()
+
+        def hold():                              # as the engine thread does while it commits
+            with lock:
+                held.set()
+                release.wait(10)
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait(5)
+        try:
+            c = next(iter(srv.clients.values()))
+            answered = []
+            c.writer.write = answered.append
+            srv._received(c, b"*2\r\n$4\r\nXLEN\r\n$1\r\ns\r\n")
+            assert c.inflight and answered == []  # handed to the engine, not waiting here for its lock
+        finally:
+            release.set()
+            t.join(10)
+        while not answered:
+            await asyncio.sleep(0.01)
+        return answered
+    assert _in_process(tmp_path, script) == [b":0\r\n"]
+
+
 # ------------------------------------------------------- gathering commits
 
 @pytest.fixture
