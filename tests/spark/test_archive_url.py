@@ -18,7 +18,7 @@ redis_py = pytest.importorskip("redis")
 
 from conftest import ROOT, XS, new_store  # noqa: E402
 from storage.spark.archive import MANIFEST  # noqa: E402
-from tests.spark.test_spark_network import redis_server, serve  # noqa: E402,F401 (fixtures)
+from tests.spark.test_spark_network import any_server, redis_server, serve  # noqa: E402,F401 (fixtures)
 
 
 def archive(url, out, *args, env=None):
@@ -46,16 +46,8 @@ def below(n, cut):
     return sorted([("ev:a", "%d-0" % i) for i in range(1, cut)] + [("ev:b", "%d-1" % i) for i in range(1, cut)])
 
 
-@pytest.fixture(params=["xs-serve", "redis-server"])
-def server(request, tmp_path, serve, redis_server):  # noqa: F811 (the fixtures above)
-    if request.param == "redis-server":
-        return redis_server.url, redis_server
-    s = serve(new_store(tmp_path / "db"))
-    return "redis://127.0.0.1:%d" % s.port, redis_py.Redis(port=s.port)
-
-
-def test_archive_over_the_network_writes_the_entries_below_the_cut_then_trims_them_on_the_server(server, tmp_path):
-    url, r = server
+def test_archive_over_the_network_writes_the_entries_below_the_cut_then_trims_them_on_the_server(any_server, tmp_path):  # noqa: F811 (the fixture)
+    url, r = any_server
     fill(r)
     out = tmp_path / "archive"
     dry = archive(url, out, "--before", "21-0", "--dry-run")

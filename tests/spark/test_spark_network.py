@@ -91,6 +91,16 @@ def redis_server(redis):
     r.close()
 
 
+@pytest.fixture(params=["xs-serve", "redis-server"])
+def any_server(request, tmp_path, serve, redis_server):
+    """(url, redis-py client) of an empty server of either kind: xs serve
+    on a new store, or the session's redis-server."""
+    if request.param == "redis-server":
+        return redis_server.url, redis_server
+    s = serve(new_store(tmp_path / "served-db"))
+    return "redis://127.0.0.1:%d" % s.port, redis_py.Redis(port=s.port)
+
+
 def read(spark, stream, **opts):
     r = spark.read.format("xstream").option("stream", stream)
     for k, v in opts.items():

@@ -13,16 +13,7 @@ redis_py = pytest.importorskip("redis")
 
 from conftest import new_store  # noqa: E402
 from conftest import xs_json as xs  # noqa: E402
-from tests.spark.test_spark_network import redis_server, serve  # noqa: E402,F401 (fixtures)
-
-
-@pytest.fixture(params=["xs-serve", "redis-server"])
-def server(request, tmp_path, serve, redis_server):  # noqa: F811 (the fixtures above)
-    """(url, redis-py client) of an empty server of either kind."""
-    if request.param == "redis-server":
-        return redis_server.url, redis_server
-    s = serve(new_store(tmp_path / "db"))
-    return "redis://127.0.0.1:%d" % s.port, redis_py.Redis(port=s.port)
+from tests.spark.test_spark_network import any_server, redis_server, serve  # noqa: E402,F401 (fixtures)
 
 
 def writer(url, producer="p1"):
@@ -42,8 +33,8 @@ def values(r, stream="out"):
     return [f[b"k"].decode() for _, f in r.xrange(stream)]
 
 
-def test_a_task_adds_its_rows_once_however_often_it_runs(server):
-    url, r = server
+def test_a_task_adds_its_rows_once_however_often_it_runs(any_server):  # noqa: F811 (the fixture)
+    url, r = any_server
     w = writer(url)
     first = w.write_batch(7, 0, iter(rows("0", "1", "2")))
     again = w.write_batch(7, 0, iter(rows("0", "1", "2")))   # a retried task, a replayed batch
@@ -60,8 +51,8 @@ def test_a_task_adds_its_rows_once_however_often_it_runs(server):
     assert values(r)[-1] == "y"
 
 
-def test_a_task_the_server_would_refuse_in_part_adds_nothing_not_even_its_marker(server):
-    url, r = server
+def test_a_task_the_server_would_refuse_in_part_adds_nothing_not_even_its_marker(any_server):  # noqa: F811 (the fixture)
+    url, r = any_server
     r.xadd("out", {"k": "top"}, id="100-0")
     w = writer(url)
     with pytest.raises(ValueError, match="equal or smaller than the target stream top item"):
@@ -71,8 +62,8 @@ def test_a_task_the_server_would_refuse_in_part_adds_nothing_not_even_its_marker
     assert values(r) == ["top", "a", "b"]
 
 
-def test_two_attempts_of_one_task_at_once_add_its_rows_once(server):
-    url, r = server
+def test_two_attempts_of_one_task_at_once_add_its_rows_once(any_server):  # noqa: F811 (the fixture)
+    url, r = any_server
     go = threading.Barrier(2)
     got = []
 
