@@ -45,8 +45,15 @@ nothing on the command line's path imports this module.
 import asyncio
 import errno
 import os
+import select
 import socket
 import threading
+import time
+
+from storage.errors import RedisError
+from xstream_cli.server.commands import LOCAL
+from xstream_cli.server.engine import Job, item_for
+from xstream_cli.server.resp import ProtocolError, RequestParser, encode, encode_replies, reply_end
 
 _hosts = {}                   # store path -> _Host
 _lock = threading.Lock()
@@ -125,7 +132,6 @@ class _Wire:
     which way a command goes."""
 
     def __init__(self, server, sock, client):
-        from xstream_cli.server.resp import RequestParser
         self.server = server
         self.engine = server.engine
         self.sock = sock
@@ -218,7 +224,6 @@ class _Wire:
         return data
 
     def _wait_readable(self):
-        import select
         return bool(select.select([self.sock], [], [], self.timeout)[0])
 
     def _run(self):
@@ -226,9 +231,6 @@ class _Wire:
         here, while the connection is in its plain state (authenticated,
         not in MULTI); the others at the server, one at a time (each may
         change that state)."""
-        from storage.errors import RedisError
-        from xstream_cli.server.commands import LOCAL
-        from xstream_cli.server.resp import ProtocolError, encode
         cmds = self.parser.commands()
         c = self.client
         i, n = 0, len(cmds)
@@ -254,10 +256,6 @@ class _Wire:
     def _direct(self, cmds):
         """Engine commands, as the server's connection runs them
         (Server._flush): one job, its blocked read waited for here."""
-        import time
-
-        from xstream_cli.server.engine import Job, item_for
-        from xstream_cli.server.resp import encode, encode_replies
         c = self.client
         items = [item_for(a) for a in cmds]
         c.last = time.monotonic()
@@ -328,7 +326,6 @@ class _Wire:
 
     def _forward(self, argv):
         """One command to the server; its reply read whole."""
-        from xstream_cli.server.resp import reply_end
         self.sock.sendall(b"*%d\r\n" % len(argv) + b"".join([b"$%d\r\n%s\r\n" % (len(x), x) for x in argv]))
         got = bytearray()
         while reply_end(got) < 0:
