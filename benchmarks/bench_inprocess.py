@@ -14,6 +14,13 @@ same two in pipelines of P (transaction=False).  The sides take turns,
 R rounds of every load each (other work on the machine then weighs on
 all three alike); prints each side's median seconds and the ratio to
 redis (below 1: faster than redis).
+
+Then the disk's floor under a sequential write, measured on the same
+file system in the same rounds: what redis-server's AOF pays per write
+(an append and one fdatasync) and what an LMDB commit pays (its data
+pages flushed, then its meta page written with O_DSYNC: two ordered
+flushes, the order being what makes a crash leave the old or the new
+tree and never a torn one).  Their ratio bounds the sequential loads'.
 """
 import argparse
 import os
@@ -82,6 +89,32 @@ def loads(r, n, p, tag=""):
     return out
 
 
+def disk_floor(work, n):
+    """(seconds per append + fdatasync, seconds per durable LMDB commit of
+    one small put), each the mean of ``n``."""
+    import lmdb
+    path = os.path.join(work, "floor.aof")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        t = time.perf_counter()
+        for i in range(n):
+            os.write(fd, b"*3\r\n$4\r\nXADD\r\n$1\r\ns\r\n$8\r\n%08d\r\n" % i)
+            os.fdatasync(fd)
+        aof = (time.perf_counter() - t) / n
+    finally:
+        os.close(fd)
+    env = lmdb.open(os.path.join(work, "floor.lmdb"), map_size=1 << 28, subdir=True)
+    try:
+        t = time.perf_counter()
+        for i in range(n):
+            with env.begin(write=True) as tx:
+                tx.put(b"%016d" % i, b"n %d" % i)
+        commit = (time.perf_counter() - t) / n
+    finally:
+        env.close()
+    return aof, commit
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=10000, help="commands per load (default 10000)")
@@ -112,11 +145,15 @@ def main():
         sides["redis"] = redis.Redis(port=port)
         for r in sides.values():
             wait_ping(r)
+        floors = []
         for k in range(a.rounds):
             for name, r in sides.items():
                 got = loads(r, a.n, a.pipeline, str(k))
                 for load, secs in got.items():
                     rows.setdefault(name, {}).setdefault(load, []).append(secs)
+            floor_dir = os.path.join(work, "floor%d" % k)
+            os.mkdir(floor_dir)
+            floors.append(disk_floor(floor_dir, min(a.n, 2000)))
     finally:
         for p in procs:
             p.terminate()
@@ -129,6 +166,14 @@ def main():
     for load in med["redis"]:
         i, s, r = med["in-process"][load], med["xs serve"][load], med["redis"][load]
         print("  %-28s %11.3fs %11.3fs %11.3fs %10.2f %10.2f" % (load, i, s, r, i / r, s / r))
+    aof = statistics.median(f[0] for f in floors)
+    commit = statistics.median(f[1] for f in floors)
+    print("disk floor per durable write, median of %d rounds:" % a.rounds)
+    print("  redis AOF (append + fdatasync)       %8.0f us" % (aof * 1e6))
+    print("  LMDB commit (data flush, meta flush) %8.0f us   %.2fx the AOF's" % (commit * 1e6, commit / aof))
+    i, r = med["in-process"]["xadd"] / a.n, med["redis"]["xadd"] / a.n
+    print("  sequential xadd: in-process %.0f us = commit floor + %.0f us;  redis %.0f us = AOF floor + %.0f us"
+          % (i * 1e6, (i - commit) * 1e6, r * 1e6, (r - aof) * 1e6))
 
 
 if __name__ == "__main__":
