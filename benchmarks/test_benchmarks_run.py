@@ -18,9 +18,9 @@ needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.
                                  reason="redis-server and redis-cli are needed")
 
 CASES = [
-    pytest.param("bench_cli.py", ["--lines", "300", "--runs", "1", "--oneshot", "2"], "summary:",
+    pytest.param("bench_cli.py", ["--lines", "300", "--runs", "1", "--oneshot", "2"], "(vs redis-cli",
                  marks=needs_redis, id="cli"),
-    pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"], "redis XAUTOCLAIM",
+    pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"], "disk: a durable XREADGROUP CLAIM wrote",
                  marks=needs_redis, id="claim"),
     pytest.param("bench_snapshot.py", ["--sizes", "500"], "restore", id="snapshot"),
     pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XRANGE", id="json_range"),
@@ -29,7 +29,7 @@ CASES = [
                  marks=needs_redis, id="reader_during_ingest"),
     pytest.param("bench_serve.py", ["-n", "200", "-c", "4", "--consumers", "3"],
                  "exactly-once delivery and an empty PEL checked", marks=needs_redis, id="serve"),
-    pytest.param("bench_inprocess.py", ["-n", "200", "--pipeline", "20"], "read+ack, pipelines of 20",
+    pytest.param("bench_inprocess.py", ["-n", "200", "--pipeline", "20"], "LMDB commit (data flush, meta flush)",
                  marks=needs_redis, id="inprocess"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
                  marks=needs_redis, id="worker_loop"),
