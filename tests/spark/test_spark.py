@@ -255,6 +255,46 @@ def test_bad_writes_give_a_clear_error(spark, tmp_path):
     assert "xstream: id 'nope' is not an XADD ID" in str(e.value)
 
 
+def _writer(db, batch_size):
+    from pyspark.sql.types import MapType, StringType, StructField, StructType
+
+    from storage.spark import XStreamWriter
+    schema = StructType([StructField("stream", StringType()), StructField("id", StringType()),
+                         StructField("fields", MapType(StringType(), StringType()))])
+    return XStreamWriter({"path": str(db), "batch_size": str(batch_size)}, schema)
+
+
+FAR = 99999999999999
+
+
+def test_a_write_mixing_automatic_and_given_ids_adds_what_one_xadd_at_a_time_adds(tmp_path):
+    # runs of automatic IDs take the bulk path (Txn.add_auto_many); the
+    # IDs after a far-future given ID are that ID's next sequences
+    db = tmp_path / "db"
+    rows = [("a", "%d-0" % FAR, "0", 0), ("b", "%d-0" % FAR, "1", 0), ("a", None, "2", 1), ("a", "*", "3", 2),
+            ("b", None, "4", 1), ("a", None, "5", 3), ("b", "%d-5" % FAR, "6", 5), ("b", None, "7", 6),
+            ("a", None, "8", 4)]
+    got = _writer(db, 4).write(iter({"stream": s, "id": i, "fields": {"n": n}} for s, i, n, _ in rows))
+    assert got.rows == 9
+    ref = tmp_path / "ref"
+    xs(ref, *["XADD %s %d-%d n %s" % (s, FAR, seq, n) for s, _, n, seq in rows])
+    for key in ("a", "b"):
+        assert xs(db, "XRANGE %s - +" % key) == xs(ref, "XRANGE %s - +" % key)
+        assert xs(db, "XINFO STREAM %s" % key) == xs(ref, "XINFO STREAM %s" % key)
+
+
+def test_a_row_the_bulk_path_refuses_rolls_its_batch_back_with_an_error_naming_it(tmp_path):
+    db = tmp_path / "db"
+    w = _writer(db, 2)
+    w.write(iter([{"stream": "s", "id": None, "fields": {"n": "0"}}, {"stream": "s", "id": None, "fields": {"n": "1"}}]))
+    top = "%d-%d" % (U64, U64)
+    with pytest.raises(ValueError) as e:
+        w.write(iter([{"stream": "s", "id": top, "fields": {"n": "2"}}, {"stream": "s", "id": "*", "fields": {"n": "3"}}]))
+    assert "adding to stream 's' (id *): ERR The stream has exhausted the last possible ID" in str(e.value)
+    assert "this batch of 2 rows was rolled back, earlier batches stay" in str(e.value)
+    assert [f[1] for _, f in xs(db, "XRANGE s - +")[0]] == ["0", "1"]
+
+
 # ========================================================= driver-side reads
 
 
