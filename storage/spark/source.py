@@ -1250,6 +1250,9 @@ def _nest(flat):
 # ============================================================== writing
 
 
+_AUTO_ADD = AddOptions()     # a row's "*" (or null) ID: shared, as nothing changes it
+
+
 class _BulkRefused(Exception):
     """A run of auto-ID rows the bulk path refused (an exhausted ID):
     the transaction is rolled back and run again row by row."""
@@ -1365,17 +1368,18 @@ class XStreamWriter(DataSourceWriter):
             pairs = [(p[0], p[1]) for p in row["fields_list"]]
         else:
             fmap = row["fields"] if self.has_fields else None
-            pairs = list(fmap.items()) if fmap else []
-        if not pairs:
-            raise XStreamError("row for stream %r (id %r) has no fields: an entry needs at least one" % (name, given))
+            pairs = fmap.items() if fmap else ()
         fields = []
+        add = fields.append
         for k, v in pairs:
             if k is None or v is None:
                 raise XStreamError("row for stream %r (id %r): field %r has a null name or value" % (name, given, k))
-            fields.append(_bytes(k))
-            fields.append(_bytes(v))
+            add(k.encode("utf-8") if type(k) is str else _bytes(k))
+            add(v.encode("utf-8") if type(v) is str else _bytes(v))
+        if not fields:
+            raise XStreamError("row for stream %r (id %r) has no fields: an entry needs at least one" % (name, given))
         if given is None or given == "*":
-            opts = AddOptions()
+            opts = _AUTO_ADD
         else:
             try:
                 i, seq_given = ids.parse_add_id(given.encode("utf-8"))
