@@ -11,9 +11,11 @@
              the xstream data source registered); workers run this
              interpreter with the repository on PYTHONPATH; tests using it
              are skipped when pyspark is not installed; every JVM the
-             Spark tests start gets SPARK_JVM_OPTS (spark_jvm_env)
+             Spark tests start gets SPARK_JVM_OPTS and maps the class-data
+             archive the first one made (spark_jvm_env, spark_classes)
   xs_json(db, *lines)   helper: run xs script lines on db, the JSON replies
 """
+import importlib.util
 import json
 import os
 import shutil
@@ -229,18 +231,99 @@ def xs_json(db, *lines):
 # Nothing a test checks depends on the JIT or the collector.
 SPARK_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+# Loading and verifying Spark's classes is most of a JVM's start (a
+# session and its first job: 13-14 s here).  The first Spark test makes a
+# class-data archive of them (JDK 13+: -XX:ArchiveClassesAtExit) and every
+# Spark JVM after it maps the archive instead: 6.5 s.  A JVM whose class
+# path differs (spark-submit's launcher, a cluster's master, worker and
+# executors) cannot use it and starts as before; -Xlog:disable keeps its
+# notice about that (and every other JVM log line below an error) out of
+# the output the tests read.
+SPARK_CLASSES = []        # [path of the archive, or None if it could not be made]
+# Making it takes about as long as eight JVM starts save: it is made only
+# when this many tests of the Spark unit are selected (the whole unit is
+# over 100; a single test is quicker without it).
+SPARK_CLASSES_FROM = 20
+_spark_tests = [0]        # tests of the Spark unit selected (pytest_collection_finish)
+
+
+def spark_java_options():
+    """SPARK_JVM_OPTS, with the class-data archive once there is one."""
+    if SPARK_CLASSES and SPARK_CLASSES[0]:
+        return SPARK_JVM_OPTS + " -XX:SharedArchiveFile=%s -Xlog:disable -Xlog:all=error:stderr" % SPARK_CLASSES[0]
+    return SPARK_JVM_OPTS
+
 
 def spark_jvm_env():
     """Environment that gives every Spark JVM started under it (also by a
-    subprocess: xs archive, an example, a benchmark) SPARK_JVM_OPTS; what
-    the user already set is kept."""
+    subprocess: xs archive, an example, a benchmark) spark_java_options();
+    what the user already set is kept."""
     env = {}
+    opts = spark_java_options()
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:     # pyspark's arguments to spark-submit
         env["PYSPARK_SUBMIT_ARGS"] = ('--driver-java-options "%s" --conf "spark.executor.extraJavaOptions=%s" '
-                                      'pyspark-shell' % (SPARK_JVM_OPTS, SPARK_JVM_OPTS))
+                                      'pyspark-shell' % (opts, SPARK_JVM_OPTS))
     if "SPARK_LAUNCHER_OPTS" not in os.environ:     # spark-submit's own launcher JVM
         env["SPARK_LAUNCHER_OPTS"] = SPARK_JVM_OPTS
     return env
+
+
+_DUMP_JOB = """
+import sys
+from pyspark.sql import SparkSession
+s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+     .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+df = s.createDataFrame([(i, "u%d" % (i % 3), {"k": str(i)}) for i in range(100)],
+                       "n long, user string, fields map<string,string>")
+df.groupBy("user").count().orderBy("user").collect()
+df.write.partitionBy("user").parquet(sys.argv[1])
+s.read.parquet(sys.argv[1]).agg({"n": "max"}).collect()
+jvm = s.sparkContext._gateway.proc
+s.stop()
+jvm.stdin.close()        # the JVM exits when its stdin closes: it then writes the archive
+jvm.wait(timeout=300)
+"""
+
+
+def _make_spark_classes(directory):
+    """The class-data archive of a small Spark job run under the tests'
+    options, or None (no Java 13+, a user's own PYSPARK_SUBMIT_ARGS, the
+    job failing): the tests then start their JVMs without it."""
+    if "PYSPARK_SUBMIT_ARGS" in os.environ or "SPARK_LAUNCHER_OPTS" in os.environ:
+        return None
+    target = os.path.join(str(directory), "spark-classes.jsa")
+    partial = target + ".part"
+    env = dict(os.environ, **spark_env())
+    env["PYSPARK_SUBMIT_ARGS"] = ('--driver-java-options "%s -XX:ArchiveClassesAtExit=%s -Xlog:disable" '
+                                  'pyspark-shell' % (SPARK_JVM_OPTS, partial))
+    try:
+        p = subprocess.run([sys.executable, "-c", _DUMP_JOB, os.path.join(str(directory), "spark-classes-job")],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0 or not os.path.isfile(partial):
+        return None
+    os.replace(partial, target)      # whole, or not there: the JVM maps what it finds
+    return target
+
+
+@pytest.fixture(scope="session")
+def spark_classes(tmp_path_factory):
+    """The class-data archive every Spark JVM of this test session maps
+    (SPARK_CLASSES), made once, before the first Spark JVM; removed at
+    the end (it is about 150 MB)."""
+    pytest.importorskip("pyspark")
+    if not SPARK_CLASSES:
+        if _spark_tests[0] < SPARK_CLASSES_FROM or (not os.environ.get("JAVA_HOME") and not shutil.which("java")):
+            SPARK_CLASSES.append(None)
+        else:
+            SPARK_CLASSES.append(_make_spark_classes(tmp_path_factory.mktemp("spark-classes")))
+    yield SPARK_CLASSES[0]
+    if SPARK_CLASSES[0]:
+        try:
+            os.unlink(SPARK_CLASSES[0])
+        except OSError:
+            pass
 
 
 def spark_env():
@@ -264,12 +347,14 @@ def _spark_jvm_options(request, monkeypatch):
     these variables: a subprocess such as xs archive must still find its
     own way to this interpreter and the repository)."""
     if work_scope(request.node.nodeid) == SPARK_SCOPE:
+        if importlib.util.find_spec("pyspark") is not None:
+            request.getfixturevalue("spark_classes")
         for k, v in spark_jvm_env().items():
             monkeypatch.setenv(k, v)
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(spark_classes):
     """One local[2] SparkSession per test session, xstream registered."""
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
@@ -321,6 +406,11 @@ def pytest_collection_modifyitems(config, items):
         if len(parts) > 2 and parts[0] == "tests" and parts[1] in TIERS:
             item.add_marker(getattr(pytest.mark, parts[1]))
     items.sort(key=lambda item: work_scope(item.nodeid) != SPARK_SCOPE)
+
+
+def pytest_collection_finish(session):
+    """How many tests of the Spark unit run (after -k, -m and the like)."""
+    _spark_tests[0] = sum(1 for item in session.items if work_scope(item.nodeid) == SPARK_SCOPE)
 
 
 @pytest.hookimpl(optionalhook=True)
