@@ -20,7 +20,8 @@ needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.
 CASES = [
     pytest.param("bench_cli.py", ["--lines", "300", "--runs", "1", "--oneshot", "2"], "(vs redis-cli",
                  marks=needs_redis, id="cli"),
-    pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"], "disk: a durable XREADGROUP CLAIM wrote",
+    pytest.param("bench_claim.py", ["--entries", "300", "--idle", "30", "--iters", "2"],
+                 "disk: a durable XREADGROUP CLAIM wrote",
                  marks=needs_redis, id="claim"),
     pytest.param("bench_snapshot.py", ["--sizes", "500"], "restore", id="snapshot"),
     pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XRANGE", id="json_range"),
