@@ -772,6 +772,12 @@ class NetStore:
                            "times); nothing was trimmed, run it again" % (self.endpoint.name, self.TRIES))
 
 
+def open_served(endpoint):
+    """The NetStore of ``endpoint`` (a storage.spark.network.Endpoint),
+    connected: what ``xs archive --url`` runs on."""
+    return NetStore(endpoint)
+
+
 class _NetTxn:
     """The verbs of a NetStore transaction (see NetStore)."""
 

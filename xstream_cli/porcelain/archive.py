@@ -169,7 +169,7 @@ def _net_source(url):
 
     def open_store():
         try:
-            return archive.NetStore(ep)
+            return archive.open_served(ep)
         except NetworkError as e:
             context.fail("archive: %s" % str(e).removeprefix("xstream: "))
     return open_store, {"url": url}
