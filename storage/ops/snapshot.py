@@ -39,6 +39,7 @@ import hashlib
 import os
 import tempfile
 import time
+from itertools import chain
 
 import msgpack
 
@@ -151,8 +152,8 @@ def save(store, f, streams=None, progress=None):
         w.rec(HEADER, _pack_map({"created-ms": int(time.time() * 1000), "writer": "xs",
                                  "entries": total}))
         for name in names:
-            _save_stream(tx, w, name)
-            st.streams += 1
+            if _save_stream(tx, w, name):
+                st.streams += 1
         w.rec(END, _pack_map({"streams": st.streams, "entries": w.entries}))
         w.finish()
         st.entries = w.entries
@@ -166,14 +167,22 @@ def save(store, f, streams=None, progress=None):
 
 
 def _save_stream(tx, w, name):
-    """One stream's records (storage.verbs.dump) as snapshot records."""
+    """One stream's records (storage.verbs.dump) as snapshot records;
+    False if the stream is gone: it expired after the names were listed
+    (each verb reads the clock anew), and a snapshot then leaves it out,
+    as one taken a moment later would."""
     rec = w.rec
     pack = _pack_map
     producer = None
     entry_payload = codec.snap_entry_from_stored
     frame = codec.snap_frame
+    records = tx.dump(name, batched=True)
     try:
-        for r in tx.dump(name, batched=True):
+        first = next(records)        # the stream's record, or no such key: nothing written yet
+    except RedisError:
+        return False
+    try:
+        for r in chain((first,), records):
             kind = r[0]
             if kind == "entries":      # the bulk of a snapshot: w.rec inlined
                 buf = w.buf
@@ -215,6 +224,7 @@ def _save_stream(tx, w, name):
                 rec(NACKED, codec.snap_nacked(i, cnt))
     except CorruptStore as e:
         raise SnapshotError(str(e))
+    return True
 
 
 def save_to_path(store, path, streams=None, progress=None):

@@ -191,3 +191,28 @@ def test_a_load_of_a_time_already_past_leaves_nothing(store, clock):
     store.run(lambda tx: tx.load(_as_loads(recs, b"n")), write=True)
     assert run(store, "EXISTS n") == 0 and index(store) == []
     assert raw(store)[b"keys"] == [codec.name_key(b"s")]
+
+
+def test_a_stream_expiring_while_a_snapshot_is_written_is_left_out_not_a_failure(store, clock, monkeypatch,
+                                                                                  tmp_path):
+    # each verb of the save's transaction reads the clock anew: the names
+    # are listed while "a" lives, and its dump comes after it expired
+    from storage.ops import snapshot
+    from storage.store import Store
+    busy_stream(store, "a")
+    busy_stream(store, "b")
+    run(store, "PEXPIRE a 5")
+    names = Txn.stream_names
+
+    def listed_then_later(tx):
+        got = names(tx)
+        clock[0] += 10
+        return got
+    monkeypatch.setattr(Txn, "stream_names", listed_then_later)
+    st = snapshot.save_to_path(store, str(tmp_path / "s.snap"))
+    assert (st.streams, st.entries) == (1, 4)
+    monkeypatch.setattr(Txn, "stream_names", names)
+    other = Store(str(tmp_path / "other"))
+    snapshot.restore(other, str(tmp_path / "s.snap"))
+    assert (run(other, "EXISTS a"), run(other, "XLEN b")) == (0, 4)
+    other.close()
