@@ -64,7 +64,7 @@ _xs_spec() {
 
 _xs_pspec() {
     case $1 in
-        archive) echo 'k|--before --binary --db --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-' ;;
+        archive) echo 'k|--before --binary --db --drop-unacked --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-' ;;
         compact) echo '-|--db --dry-run --help --json --no-sync --quiet --wait -q|--wait:- --db:-' ;;
         completion) echo '=bash,zsh,fish|--db --help --no-sync|--db:-' ;;
         export) echo 'k|--db --help --meta --no-sync --output --quiet --replace --to -o -q|-o:f --output:f --to:- --db:-' ;;

@@ -118,7 +118,7 @@ end
 function __xs_pspec
     switch $argv[1]
         case archive
-            echo 'k|--before --binary --db --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-'
+            echo 'k|--before --binary --db --drop-unacked --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-'
         case compact
             echo '-|--db --dry-run --help --json --no-sync --quiet --wait -q|--wait:- --db:-'
         case completion

@@ -60,6 +60,14 @@ class ConsumerDetail(_Record):
     __slots__ = ("name", "seen_time", "active_time", "pel_count", "pending")
 
 
+class GroupWork(_Record):
+    """Of some entries of a stream (those a trim or an archive would
+    remove), what the group ``group`` has not acknowledged:
+    ``undelivered`` (after its last-delivered ID: never read by it) and
+    ``pending`` (delivered, not acknowledged)."""
+    __slots__ = ("group", "undelivered", "pending")
+
+
 class PendingSummary(_Record):
     """XPENDING key group: ``first`` / ``last`` None and ``consumers``
     empty when nothing is pending; ``consumers`` is [(name, count)]

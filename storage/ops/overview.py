@@ -11,7 +11,7 @@ writes, and nothing here knows about output.
 import os
 
 from storage import codec
-from storage.info import _Record
+from storage.info import GroupWork, _Record
 from storage.verbs.trim import NODE_ENTRIES
 
 
@@ -32,13 +32,6 @@ class TrimPreview(_Record):
     ACKED trim keeps them); ``groups``: a GroupWork for each group with
     such entries among them, in name order."""
     __slots__ = ("length", "removed", "unacked", "groups")
-
-
-class GroupWork(_Record):
-    """Of the entries a trim would remove, what the group ``group`` has
-    not acknowledged: ``undelivered`` (after its last-delivered ID: never
-    read by it) and ``pending`` (delivered, not acknowledged)."""
-    __slots__ = ("group", "undelivered", "pending")
 
 
 # ------------------------------------------------------------------ trimming

@@ -28,10 +28,25 @@ an ID below the cut go):
  4. plan       per stream, in one read transaction: the entries above its
                archived-through ID and below the cut: count, first, last,
                and a SHA-256 of their IDs and fields (the run's digest).
- 5. stage      a Spark job reads exactly [first, last] of each stream
-               through the ``xstream`` data source (storage.spark) and
-               writes Parquet partitioned ``stream=NAME/date=YYYY-MM-DD``
-               (the UTC day of the ID's ms) into DIR/_staging/RUN/data.
+               Work a consumer group has not done stays: a stream's cut
+               is lowered to the oldest ID any of its groups has not
+               acknowledged (its oldest pending ID, or the ID after its
+               last-delivered one), and the plan's Hold says what stayed,
+               group by group (``drop_unacked``: the cut stays, and the
+               Hold says what the run takes).
+ 5. stage      a Spark job (under umask 077) reads exactly [first, last]
+               of each stream through the ``xstream`` data source
+               (storage.spark) and writes Parquet partitioned
+               ``stream=NAME/date=YYYY-MM-DD`` (the UTC day of the ID's
+               ms) into DIR/_staging/RUN/data.  Spark writes by path, so
+               when another user can rename entries in DIR (--shared-dir:
+               its owner, or anyone who may write in it unless it is
+               sticky) it writes into a private directory of this user's
+               instead (private_staging: 0700, in TMPDIR, every directory
+               above it this user's or root's), and after step 6 the
+               files are copied into DIR/_staging/RUN/data through
+               descriptors (copy_in): a link swapped in for _staging is
+               refused, and nothing reaches a directory of theirs.
  6. verify     the staged files are read back (pyarrow, the ``id`` column, a file at a time):
                per stream the row count, the first and last IDs and that
                no ID is there twice (IDs strictly increase within a file,
@@ -61,7 +76,12 @@ an ID below the cut go):
                it removes are exactly those of the stream's last archived
                run: the same count and digest.  Anything else (a stream
                made again, another store's stream of the same name,
-               entries deleted since) is refused, not trimmed.
+               entries deleted since) is refused, not trimmed.  A stream
+               in which a group now needs one of them (made, or moved
+               back, while Spark ran) is left whole, unless
+               ``drop_unacked``: its entries are in the archive and the
+               stream, and a later run's step 3 trims them once the
+               group is done.
 11. clean      DIR/_staging/RUN is removed.
 
 Manifest writes are atomic (a temporary file of a random name made
@@ -141,8 +161,10 @@ import urllib.parse
 import uuid
 
 from storage import ids
+from storage.errors import RedisError
 from storage.files import unsafe_reason
-from storage.options import RangeOptions, TrimOptions
+from storage.info import GroupWork
+from storage.options import PendingOptions, RangeOptions, TrimOptions
 
 MANIFEST = "_xs_archive.json"
 LOCK = "_xs_archive.lock"
@@ -227,6 +249,89 @@ def _fix_mode(fd, mode):
         os.fchmod(fd, mode)
 
 
+def others_can_rename(st):
+    """Whether a user other than this one (or root) can rename or remove
+    entries of the directory whose stat is ``st``: its owner can, and so
+    can anyone who may write in it unless it is sticky (as /tmp is)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return True
+    return bool(st.st_mode & 0o022) and not st.st_mode & stat.S_ISVTX
+
+
+STAGE_PREFIX = "xs-archive-"
+
+
+def check_local(master):
+    """A run that must stage privately (ArchiveDir.staging_is_safe is
+    False) needs a local master: a cluster's executors cannot reach a
+    private local directory."""
+    if master and not master.startswith("local"):
+        raise ArchiveError(
+            "another user can rename entries in the archive directory, so Spark must stage in a private local "
+            "directory, which the executors of --master %s cannot reach.  Nothing was changed; archive with a "
+            "local master, or to a directory no other user can rename entries in (yours, or sticky as /tmp is)"
+            % master)
+
+
+def private_staging(master):
+    """A new private directory (0700, this user's) in the temporary
+    directory (TMPDIR, else /tmp), for a run whose archive directory
+    others can rename entries in: Spark writes there by path, and only
+    verified files go into DIR, through descriptors.  Every directory
+    above it must be this user's or root's and writable by no other
+    user unless sticky, so nobody can swap it for a link to theirs.
+    Directories killed runs of this user's left there are removed.
+    Spark's executors must see it: a local master only."""
+    import tempfile
+    check_local(master)
+    root = os.path.realpath(tempfile.gettempdir())
+    d = root
+    while True:
+        st = os.stat(d)
+        if not stat.S_ISDIR(st.st_mode) or others_can_rename(st):
+            raise ArchiveError(
+                "another user can rename entries in the archive directory, so Spark must stage in a private "
+                "directory, but %s is not one: another user can rename entries in %s.  Nothing was changed; set "
+                "TMPDIR to a directory of your own" % (root, d))
+        if d == "/":
+            break
+        d = os.path.dirname(d)
+    _sweep_private_staging(root)
+    return tempfile.mkdtemp(prefix="%s%d-" % (STAGE_PREFIX, os.getpid()), dir=root)
+
+
+def _sweep_private_staging(root):
+    """Remove what runs of this user's that were killed left in ``root``
+    (STAGE_PREFIX, the pid, a random part; the pid no longer alive)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(STAGE_PREFIX):
+            continue
+        pid = name[len(STAGE_PREFIX):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _glob_escape(name):
     """A stream name as a glob matching only itself (the data source reads
     a name with glob characters as a glob)."""
@@ -252,6 +357,8 @@ class ArchiveDir:
         self.dir_mode = mode
         self.file_mode = mode & 0o666
         self.fd = None
+        self.abspath = os.path.abspath(path)
+        self.renamable = True
         made = False
         if create:
             full = os.path.abspath(path)
@@ -299,6 +406,14 @@ class ArchiveDir:
                 self.close()
                 raise ArchiveError("refusing archive directory %s: %s; %s" % (path, why, SHARED_HINT))
         self.abspath = os.path.abspath(path)       # for Spark, which writes by path into our staging
+        self.renamable = others_can_rename(st)
+
+    def staging_is_safe(self):
+        """Whether Spark may write by path into DIR/_staging: only when
+        no other user can rename entries in DIR (swap our staging
+        directory for a link to theirs between our check and Spark's
+        write)."""
+        return not self.renamable
 
     @property
     def exists(self):
@@ -598,9 +713,9 @@ def check_store(adir, manifest, store_id):
 
 class StreamPlan:
     """What one stream has for this run."""
-    __slots__ = ("name", "through", "leftover", "rows", "first", "last", "digest")
+    __slots__ = ("name", "through", "leftover", "rows", "first", "last", "digest", "hold")
 
-    def __init__(self, name, through, leftover, rows, first, last, digest=None):
+    def __init__(self, name, through, leftover, rows, first, last, digest=None, hold=None):
         self.name = name            # str
         self.through = through      # (ms, seq) archived through before this run, or None
         self.leftover = leftover    # entries at or below ``through`` still in the stream
@@ -608,6 +723,25 @@ class StreamPlan:
         self.first = first          # their first and last IDs, (ms, seq), or None
         self.last = last
         self.digest = digest        # SHA-256 of those entries (_digest_entry), or None
+        self.hold = hold            # a Hold: entries below the cut kept for consumer groups, or None
+
+
+class Hold:
+    """Entries below the cut that a run keeps (or, with ``drop_unacked``,
+    takes) because consumer groups have not acknowledged them: from
+    ``floor`` (the oldest ID some group still needs) to the cut, ``held``
+    entries, ``unacked`` of them needed by some group (not yet delivered
+    to it, or pending in it); ``groups``: a GroupWork per group with
+    work there, in name order.  ``kept``: they stay in the stream (the
+    default); False: --drop-unacked archived and trimmed them."""
+    __slots__ = ("floor", "held", "unacked", "groups", "kept")
+
+    def __init__(self, floor, held, unacked, groups, kept=True):
+        self.floor = floor
+        self.held = held
+        self.unacked = unacked
+        self.groups = groups
+        self.kept = kept
 
 
 def _digest_entry(h, entry):
@@ -645,8 +779,96 @@ def scan(tx, raw, lo, hi, chunk=10000, digest=False):
     return n, first, last
 
 
-def plan_streams(tx, names, cut, manifest):
-    """A StreamPlan per name (bytes, UTF-8) from one read transaction."""
+def group_floor(tx, raw):
+    """(floor, groups) of stream ``raw``: ``floor`` is the smallest ID
+    some consumer group has not acknowledged -- its oldest pending ID, or
+    the ID right after its last-delivered one (where its undelivered
+    entries start) -- or None when no group can need an entry;
+    ``groups``: [(group name, its last-delivered ID)].  Reads the
+    transaction's public verbs only (XINFO GROUPS and XPENDING over the
+    network: NetStore)."""
+    try:
+        infos = tx.groups_info(raw)
+    except RedisError:              # no such stream (gone since it was selected)
+        return None, []
+    floor = None
+    groups = []
+    for g in infos:
+        last = tuple(g.last_delivered_id)
+        need = ids.incr(last) if last < ids.MAX_ID else None
+        if g.pending:
+            first = tx.pending_summary(raw, g.name).first
+            if first is not None:
+                first = tuple(first)
+                need = first if need is None else min(need, first)
+        if need is not None:
+            floor = need if floor is None else min(floor, need)
+        groups.append((g.name, last))
+    return floor, groups
+
+
+def _pending_below(tx, raw, group, end, chunk=10000):
+    """The IDs pending in ``group`` of stream ``raw`` up to ``end``, a set
+    (a PEL is the work in flight: small beside the stream)."""
+    out = set()
+    lo = ids.MIN_ID
+    while True:
+        rows = tx.pending_range(raw, group, PendingOptions(lo, end, chunk))
+        out.update(tuple(r.id) for r in rows)
+        if len(rows) < chunk:
+            return out
+        last = tuple(rows[-1].id)
+        if last >= end:
+            return out
+        lo = ids.incr(last)
+
+
+def hold_of(tx, raw, floor, groups, end, chunk=10000):
+    """The Hold of stream ``raw`` for entries in [``floor``, ``end``]:
+    one pass over their IDs, counting for each group those it has not
+    been delivered (after its last-delivered ID) and those pending in
+    it.  None when no entry is there."""
+    if floor is None or floor > end:
+        return None
+    pending = [_pending_below(tx, raw, name, end) for name, _ in groups]
+    undelivered = [0] * len(groups)
+    held_by = [0] * len(groups)
+    held = unacked = 0
+    lo = floor
+    while lo <= end:
+        got = tx.range(raw, RangeOptions(lo, end, chunk))
+        if not got:
+            break
+        for e in got:
+            i = _id(e[0])
+            held += 1
+            need = False
+            for j, (_, last) in enumerate(groups):
+                if last < i:
+                    undelivered[j] += 1
+                    need = True
+                elif i in pending[j]:
+                    held_by[j] += 1
+                    need = True
+            unacked += need
+        last = _id(got[-1][0])
+        if len(got) < chunk or last >= end:
+            break
+        lo = ids.incr(last)
+    if not held:
+        return None
+    work = sorted((GroupWork(group=name, undelivered=undelivered[j], pending=held_by[j])
+                   for j, (name, _) in enumerate(groups) if undelivered[j] or held_by[j]),
+                  key=lambda w: bytes(w.group))
+    return Hold(floor, held, unacked, work)
+
+
+def plan_streams(tx, names, cut, manifest, drop_unacked=False):
+    """A StreamPlan per name (bytes, UTF-8) from one read transaction.
+    Entries some consumer group has not acknowledged stay, as xs trim
+    keeps them: a stream's cut is lowered to the oldest ID any of its
+    groups still needs (StreamPlan.hold says what stays), unless
+    ``drop_unacked`` (the hold then says what the run takes)."""
     out = []
     for raw in names:
         try:
@@ -659,10 +881,20 @@ def plan_streams(tx, names, cut, manifest):
         lo = ids.incr(through) if through is not None and through < ids.MAX_ID else None
         if through is None:
             lo = ids.MIN_ID
+        floor, groups = group_floor(tx, raw)
+        hold = None
+        stream_cut = cut
+        if floor is not None and floor < cut:
+            start = floor if lo is None else max(floor, lo)
+            hold = hold_of(tx, raw, start, groups, ids.decr(cut))
+            if hold is not None:
+                hold.kept = not drop_unacked
+            if not drop_unacked:
+                stream_cut = floor
         rows, first, last, digest = 0, None, None, None
-        if lo is not None and cut > ids.MIN_ID:
-            rows, first, last, digest = scan(tx, raw, lo, ids.decr(cut), digest=True)
-        out.append(StreamPlan(name, through, leftover, rows, first, last, digest))
+        if lo is not None and stream_cut > ids.MIN_ID and lo < stream_cut:
+            rows, first, last, digest = scan(tx, raw, lo, ids.decr(stream_cut), digest=True)
+        out.append(StreamPlan(name, through, leftover, rows, first, last, digest, hold))
     return out
 
 
@@ -705,20 +937,31 @@ def _check_trimmable(tx, raw, through, seg):
     return n
 
 
-def trim_archived(store, manifest, names):
+def trim_archived(store, manifest, names, drop_unacked=False):
     """One write transaction: remove from each stream of ``names`` (str)
-    the entries at or below its archived-through ID.  Returns
-    {name: removed}."""
+    the entries at or below its archived-through ID.  A stream in which
+    some consumer group has not acknowledged one of them (a group made
+    or moved back since the run planned) is left whole, unless
+    ``drop_unacked``: the entries are in the archive and the stream
+    both, and a later run trims them once the group is done.  Returns
+    ({name: removed}, {name: Hold of the archived entries left})."""
     todo = [(n, manifest["streams"][n]) for n in names if n in manifest["streams"]]
 
     def trim_all(tx):
-        removed = {}
+        removed, held = {}, {}
         for name, rec in todo:
             raw = name.encode("utf-8")
             through = parse_id_text(rec["through"])
             n = _check_trimmable(tx, raw, through, rec.get("last_run"))
             if not n:
                 continue
+            if not drop_unacked:
+                floor, groups = group_floor(tx, raw)
+                if floor is not None and floor <= through:
+                    hold = hold_of(tx, raw, floor, groups, through)
+                    if hold is not None:
+                        held[name] = hold
+                        continue
             # the checked entries are exactly those the trim removes (the
             # same transaction; over the network, under WATCH: NetStore)
             if through >= ids.MAX_ID:
@@ -726,7 +969,7 @@ def trim_archived(store, manifest, names):
             else:
                 tx.trim(raw, TrimOptions("minid", ids.incr(through)))
             removed[name] = n
-        return removed
+        return removed, held
     return store.run(trim_all, write=True)
 
 
@@ -799,12 +1042,53 @@ class _NetTxn:
             self.watched.add(raw)
         return self.conn.call("XRANGE", raw, id_text(o.start), id_text(o.end), "COUNT", o.count, stream=raw)
 
+    def groups_info(self, raw):
+        """XINFO GROUPS: objects with the attributes the plan reads
+        (name, pending, last_delivered_id); a missing stream raises
+        RedisError, as the engine's verb does."""
+        import redis
+        got = self.conn.pipeline([("XINFO", "GROUPS", raw)], stream=raw, errors=True)[0]
+        if isinstance(got, redis.ResponseError):
+            if "no such key" in str(got).lower():
+                raise RedisError("ERR no such key")
+            raise self.conn.fail(got, raw)
+        out = []
+        for g in got:
+            d = {bytes(g[i]).decode(): g[i + 1] for i in range(0, len(g) - 1, 2)}
+            out.append(_NetGroup(bytes(d["name"]), int(d["pending"]), _id(d["last-delivered-id"])))
+        return out
+
+    def pending_summary(self, raw, group):
+        """XPENDING key group: ``first`` the oldest pending ID or None."""
+        got = self.conn.call("XPENDING", raw, group, stream=raw)
+        return _NetPending(_id(got[1]) if got and got[0] and got[1] is not None else None)
+
+    def pending_range(self, raw, group, o):
+        """XPENDING key group start end count: rows with an ``id``."""
+        got = self.conn.call("XPENDING", raw, group, id_text(o.start), id_text(o.end), o.count, stream=raw)
+        return [_NetPending(_id(r[0])) for r in got]
+
     def trim(self, raw, o):
         assert self.write and raw in self.watched, "a trim checks its stream first"
         if o.strategy == "maxlen":
             self.trims.append(("XTRIM", raw, "MAXLEN", o.threshold))
         else:
             self.trims.append(("XTRIM", raw, "MINID", id_text(o.threshold)))
+
+
+class _NetGroup:
+    __slots__ = ("name", "pending", "last_delivered_id")
+
+    def __init__(self, name, pending, last_delivered_id):
+        self.name, self.pending, self.last_delivered_id = name, pending, last_delivered_id
+
+
+class _NetPending:
+    """A pending summary's ``first``, or a pending row's ``id``."""
+    __slots__ = ("first", "id")
+
+    def __init__(self, i):
+        self.first = self.id = i
 
 
 # ------------------------------------------------------------------ recovery
@@ -951,6 +1235,17 @@ def spark_session(master, log_fd, root=None):
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    old_umask = os.umask(0o077)     # the JVM and its workers make what they write private
+    try:
+        spark = _start_spark(master, log_fd)
+    finally:
+        os.umask(old_umask)
+    from storage.spark import register
+    register(spark)
+    return spark
+
+
+def _start_spark(master, log_fd):
     with _StderrToLog(log_fd):
         from pyspark.sql import SparkSession
         spark = (SparkSession.builder.master(master or "local[*]").appName("xs archive")
@@ -959,8 +1254,6 @@ def spark_session(master, log_fd, root=None):
                  .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-    from storage.spark import register
-    register(spark)
     return spark
 
 
@@ -1122,6 +1415,52 @@ def verify(adir, data, plans):
     return files
 
 
+def copy_in(sdir, sdata, adir, data, files):
+    """Copy the verified files ``files`` ([(relative path, ...)]) from the
+    private staging area ``sdir``/``sdata`` into DIR/``data``, through
+    descriptors only: each directory made by this user and opened
+    without following a link, each file made anew (O_EXCL) with the
+    run's file mode, written, fsynced; then the directories.  Nothing
+    reaches DIR by a path another user could redirect."""
+    for rel, *_ in files:
+        parts = rel.split("/")
+        sfd = sdir.open_dirs(list(sdata) + parts[:-1], create=False)
+        if sfd is None:
+            raise ArchiveError("the staged file %s is gone" % sdir.label(*sdata, rel))
+        try:
+            src = sdir.open_file(parts[-1], os.O_RDONLY, dir_fd=sfd, parts=tuple(sdata) + tuple(parts))
+        finally:
+            os.close(sfd)
+        try:
+            dfd = adir.open_dirs(list(data) + parts[:-1], create=True, mode=0o700)
+            try:
+                dst = adir.open_file(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=dfd,
+                                     parts=tuple(data) + tuple(parts))
+                try:
+                    while True:
+                        chunk = os.read(src, 1 << 20)
+                        if not chunk:
+                            break
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(dst, view):]
+                    os.fsync(dst)
+                finally:
+                    os.close(dst)
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(src)
+    for k in range(len(data), 0, -1):
+        fd = adir.open_dirs(list(data[:k]), create=False)
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
 def final_path(rel, first, last):
     """stream=NAME/date=D/FIRST_LAST.parquet for a staged file."""
     parts = rel.split("/")
@@ -1140,11 +1479,12 @@ class Result:
         self.files = 0
         self.dates = []             # dates of the files written
         self.first_last = {}        # name -> (first, last) written
-        self.plans = []
+        self.plans = []             # StreamPlans (their ``hold``: what groups kept back, or took)
+        self.untrimmed = {}         # name -> Hold: archived entries left in the stream for its groups
 
 
 def archive(open_store, store_path, names, cut, directory, master=None, fields_list=False, progress=None,
-            dry_run=False, shared=False, binary=False, mode=DEFAULT_MODE):
+            dry_run=False, shared=False, binary=False, mode=DEFAULT_MODE, drop_unacked=False):
     """Archive the entries of the streams ``names`` (bytes) below ``cut``
     ((ms, seq)) into ``directory``, then trim them (see the module's
     docstring).  ``open_store()`` opens the store for writing (or a
@@ -1155,7 +1495,10 @@ def archive(open_store, store_path, names, cut, directory, master=None, fields_l
     ``binary``: values as binary (the only way to archive values that
     are not UTF-8); ``mode``: what the run makes in DIR gets it
     (directories) or it without x (files), exactly (see mode_problem;
-    ValueError for a mode it refuses, before anything is touched).
+    ValueError for a mode it refuses, before anything is touched);
+    ``drop_unacked``: also archive and trim entries consumer groups have
+    not acknowledged (by default a stream is archived only below the
+    oldest entry any of its groups still needs: plan_streams).
     Returns a Result; raises ArchiveError."""
     check_mode(mode)
     say = progress or (lambda step, done=None, total=None: None)
@@ -1163,19 +1506,20 @@ def archive(open_store, store_path, names, cut, directory, master=None, fields_l
     adir = ArchiveDir(directory, shared, create=not dry_run, mode=mode)
     try:
         if dry_run:
-            return _dry_run(adir, open_store, names, cut, res)
-        return _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary)
+            return _dry_run(adir, open_store, names, cut, res, drop_unacked)
+        return _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary,
+                    drop_unacked)
     finally:
         adir.close()
 
 
-def _dry_run(adir, open_store, names, cut, res):
+def _dry_run(adir, open_store, names, cut, res, drop_unacked=False):
     manifest = load_manifest(adir)
     apply_pending(manifest)         # a killed run's files are verified: a real run commits them first
     store = open_store()
     try:
         check_store(adir, manifest, store.run(lambda tx: tx.store_id()))
-        res.plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest))
+        res.plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest, drop_unacked))
     finally:
         store.close()
     return res
@@ -1201,7 +1545,38 @@ def _not_utf8(reason, binary):
     return reason
 
 
-def _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary=False):
+def _spark_job(adir, master, store_path, todo, out, fields_list, progress, say, binary):
+    """Start Spark (its log: DIR/_xs_archive.log) and write the planned
+    entries as Parquet under ``out``; ArchiveError when it fails."""
+    say("starting Spark (%s)" % (master or "local[*]"))
+    log_fd = open_log(adir)
+    try:
+        try:
+            spark = spark_session(master, log_fd)
+        except Exception as e:
+            raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), adir.label(LOG)))
+        try:
+            say("writing Parquet")
+            try:
+                source = store_path if isinstance(store_path, dict) else {"path": os.path.abspath(store_path)}
+                stage(spark, source, todo, out, fields_list,
+                      (lambda d, t: say("writing Parquet", d, t)) if progress else None, binary)
+            except Exception as e:
+                raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (
+                    _not_utf8(spark_reason(e), binary), adir.label(LOG)))
+        finally:
+            try:
+                spark.stop()
+            except Exception:
+                pass
+    finally:
+        os.close(log_fd)
+
+
+def _run(adir, open_store, store_path, names, cut, master, fields_list, progress, say, res, binary=False,
+         drop_unacked=False):
+    if not adir.staging_is_safe():
+        check_local(master)             # refused before anything is touched
     lock = Lock(adir)
     try:
         adir.sweep_temporaries()
@@ -1217,9 +1592,9 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
             manifest["store"] = store_id
             res.recovered = recover(adir, manifest)
             say("trimming what an earlier run archived")
-            res.trimmed = trim_archived(store, manifest, str_names)
+            res.trimmed, res.untrimmed = trim_archived(store, manifest, str_names, drop_unacked)
             say("planning")
-            plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest))
+            plans = store.run(lambda tx: plan_streams(tx, names, cut, manifest, drop_unacked))
         finally:
             store.close()
         res.plans = plans
@@ -1230,33 +1605,28 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
         run = "%s-%d-%s" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime()), os.getpid(), uuid.uuid4().hex[:8])
         os.close(adir.open_dirs([STAGING, run], create=True, mode=0o700))     # private while it lives
         data = (STAGING, run, "data")
-        out = os.path.join(adir.abspath, *data)
-        say("starting Spark (%s)" % (master or "local[*]"))
-        log_fd = open_log(adir)
+        # Spark writes by path.  Into DIR/_staging only when nobody else
+        # can rename entries in DIR; else into a private directory of
+        # this user's, from which verified files are copied into DIR
+        # through descriptors (copy_in).
+        private = None if adir.staging_is_safe() else private_staging(master)
         try:
+            sdir, sdata = (adir, data) if private is None else (ArchiveDir(private, create=False), ("data",))
             try:
-                spark = spark_session(master, log_fd)
-            except Exception as e:
-                raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), adir.label(LOG)))
-            try:
-                say("writing Parquet")
-                try:
-                    source = store_path if isinstance(store_path, dict) else {"path": os.path.abspath(store_path)}
-                    stage(spark, source, todo, out, fields_list,
-                          (lambda d, t: say("writing Parquet", d, t)) if progress else None, binary)
-                except Exception as e:
-                    raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (
-                        _not_utf8(spark_reason(e), binary), adir.label(LOG)))
+                out = os.path.join(sdir.abspath, *sdata)
+                _spark_job(adir, master, store_path, todo, out, fields_list, progress, say, binary)
+                kill_point("staged")
+                say("verifying")
+                files = verify(sdir, sdata, todo)
+                if private is not None:
+                    say("copying %d files into %s" % (len(files), adir.path))
+                    copy_in(sdir, sdata, adir, data, files)
             finally:
-                try:
-                    spark.stop()
-                except Exception:
-                    pass
+                if sdir is not adir:
+                    sdir.close()
         finally:
-            os.close(log_fd)
-        kill_point("staged")
-        say("verifying")
-        files = verify(adir, data, todo)
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
         kill_point("verified")
         moves = [("/".join(data + (rel,)), final_path(rel, first, last)) for rel, _, first, last, _ in files]
         manifest["values"] = "binary" if binary else "string"
@@ -1273,7 +1643,9 @@ def _run(adir, open_store, store_path, names, cut, master, fields_list, progress
         say("trimming")
         store = open_store()
         try:
-            for name, n in trim_archived(store, manifest, [p.name for p in todo]).items():
+            trimmed, held = trim_archived(store, manifest, [p.name for p in todo], drop_unacked)
+            res.untrimmed.update(held)      # (a stream held at step 3 planned nothing: not among these)
+            for name, n in trimmed.items():
                 res.trimmed[name] = res.trimmed.get(name, 0) + n
         finally:
             store.close()

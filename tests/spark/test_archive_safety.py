@@ -344,7 +344,7 @@ def _fill(store, value=b"v"):
 def test_the_entries_of_the_archived_run_are_trimmed_exactly(store):
     _fill(store)
     manifest = _committed(store)
-    assert arch.trim_archived(store, manifest, ["ev"]) == {"ev": 20}
+    assert arch.trim_archived(store, manifest, ["ev"]) == ({"ev": 20}, {})
     assert store.run(lambda tx: tx.length(b"ev")) == 1
 
 
@@ -378,3 +378,109 @@ def test_a_manifest_of_an_older_xs_cannot_authorise_trimming_leftovers(store):
     with pytest.raises(arch.ArchiveError, match="written by an older xs"):
         arch.trim_archived(store, manifest, ["ev"])
     assert store.run(lambda tx: tx.length(b"ev")) == 21
+
+
+# ================================================================ staging under --shared-dir
+
+
+def other_owned_dir(top):
+    """DIR as a directory of another user's (0755): with --shared-dir its
+    owner may rename every entry in it, ours included."""
+    d = os.path.join(top, "theirs")
+    os.mkdir(d)
+    os.chown(d, OTHER, OTHER)
+    os.chmod(d, 0o755)
+    return d
+
+
+SWAPPER = r'''
+import os, sys, time
+d, evil, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+deadline = time.time() + 240
+while time.time() < deadline and not os.path.exists(stop):
+    staging = os.path.join(d, "_staging")
+    if os.path.isdir(staging) and not os.path.islink(staging):
+        os.rename(staging, os.path.join(d, "moved"))     # (Spark makes the missing directories below)
+        os.symlink(evil, staging)
+        print("swapped", flush=True)
+        break
+    time.sleep(0.001)
+'''
+
+
+@needs_other_user
+def test_the_owner_of_a_shared_directory_cannot_redirect_the_staged_entries_to_their_own(top):
+    """The owner of DIR swaps DIR/_staging for a link to a directory of
+    theirs as soon as the run made its staging directory (before Spark
+    writes by path).  Spark stages in a private directory of the run's
+    user instead, and the files go into DIR through descriptors: the
+    link is refused, nothing reaches the attacker's directory, nothing
+    is trimmed."""
+    db = os.path.join(top, "store")
+    make_store(db)
+    d = other_owned_dir(top)
+    evil = os.path.join(top, "evil")
+    os.mkdir(evil)
+    os.chown(evil, OTHER, OTHER)
+    os.chmod(evil, 0o777)
+    stop = os.path.join(top, "stop")
+    tmp = os.path.join(top, "tmp")
+    os.mkdir(tmp, 0o700)
+    swapper = subprocess.Popen(AS_OTHER + ["/usr/bin/python3", "-c", SWAPPER, d, evil,
+                                           stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        before = entries(db)
+        p = subprocess.run(XS + ["--db", db, "archive", "ev", "--to", d, "--before", "5000", "--shared-dir"],
+                           capture_output=True, timeout=300, cwd=ROOT, env=dict(os.environ, TMPDIR=tmp))
+    finally:
+        open(stop, "w").close()
+        out, err = swapper.communicate(timeout=30)
+    assert swapper.returncode == 0, err
+    assert out == b"swapped\n"                           # the attack took place while the run went on
+    refused(p, "refusing %s: it is a symbolic link" % os.path.join(d, "_staging"))
+    leaked = [os.path.join(r, f) for r, _, fs in os.walk(evil) for f in fs]
+    assert leaked == []
+    assert entries(db) == before
+    assert os.listdir(tmp) == []                         # the private staging directory is gone
+
+
+@needs_other_user
+def test_a_run_into_another_users_shared_directory_stages_privately_and_leaves_private_files(top):
+    db = os.path.join(top, "store")
+    make_store(db)
+    d = other_owned_dir(top)
+    tmp = os.path.join(top, "tmp")
+    os.mkdir(tmp, 0o700)
+    p = subprocess.run(XS + ["--db", db, "archive", "ev", "--to", d, "--before", "1010", "--shared-dir"],
+                       capture_output=True, timeout=300, cwd=ROOT, env=dict(os.environ, TMPDIR=tmp))
+    assert p.returncode == 0, p.stderr
+    assert b"archived 10 entries of 1 stream" in p.stdout
+    files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs if f.endswith(".parquet")]
+    assert len(files) == 1
+    st = os.stat(files[0])
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o600)
+    assert [e[0] for e in entries(db)][0] == "1010-0"
+    assert os.listdir(tmp) == []
+    assert not os.path.exists(os.path.join(d, "_staging"))
+
+
+@needs_other_user
+def test_a_shared_directory_another_user_can_rename_in_is_refused_with_a_cluster_master(top):
+    db = os.path.join(top, "store")
+    make_store(db)
+    d = other_owned_dir(top)
+    p = run_archive(db, d, "--shared-dir", "--master", "spark://127.0.0.1:1")
+    refused(p, "another user can rename entries in the archive directory", "--master spark://127.0.0.1:1")
+    assert os.listdir(d) == [] and len(entries(db)) == 20
+
+
+def test_a_temporary_directory_others_can_rename_in_is_no_place_to_stage(tmp_path, monkeypatch):
+    d = tmp_path / "open"
+    d.mkdir()
+    d.chmod(0o777)                                    # writable by all, not sticky
+    monkeypatch.setenv("TMPDIR", str(d))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with pytest.raises(arch.ArchiveError, match="set TMPDIR to a directory of your own"):
+        arch.private_staging(None)
+    assert os.listdir(d) == []

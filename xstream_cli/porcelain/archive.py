@@ -110,6 +110,40 @@ def _say(line):
     context.write_out((line + "\n").encode("utf-8", "surrogateescape"))
 
 
+def hold_text(hold, dry):
+    """What consumer groups kept back below the cut (or, with
+    --drop-unacked, what the run took from them):
+    ``kept 10 not acknowledged (group mailer: 8 not yet delivered, 2 pending)``."""
+    from xstream_cli.porcelain.retention import work_text
+    if not hold.kept:
+        return "%s work not done (%s)" % ("would take" if dry else "took", work_text(hold.groups))
+    text = "%s %d" % ("would keep" if dry else "kept", hold.held)
+    if hold.held != hold.unacked:
+        text += ", %d of them" % hold.unacked
+    return text + " not acknowledged (%s)" % work_text(hold.groups)
+
+
+def untrimmed_text(hold):
+    """Archived entries a group needs again (made or moved back since
+    the run planned): left in the stream for a later run."""
+    from xstream_cli.porcelain.retention import work_text
+    return "left %d archived entries in the stream, not acknowledged (%s); a later run trims them" % (
+        hold.held, work_text(hold.groups))
+
+
+def hold_lines(res, dry):
+    """``NAME: kept ...`` for every stream whose groups held entries back
+    (or lost them, with --drop-unacked), and archived entries left for
+    them: what -q still says, on stderr."""
+    lines = []
+    for p in res.plans:
+        if p.hold is not None:
+            lines.append("%s: %s" % (p.name, hold_text(p.hold, dry)))
+    for name, hold in sorted(res.untrimmed.items()):
+        lines.append("%s: %s" % (name, untrimmed_text(hold)))
+    return lines
+
+
 def _dry_run_lines(res, cut, to):
     from storage.spark.archive import id_text
     todo = [p for p in res.plans if p.rows]
@@ -120,9 +154,15 @@ def _dry_run_lines(res, cut, to):
             text += " (%s..%s)" % (id_text(p.first), id_text(p.last))
         if p.leftover:
             text += ", would trim %d already archived" % p.leftover
+        if p.hold is not None:
+            text += "; " + hold_text(p.hold, True)
         lines.append(text)
-    lines.append("total: would archive %d entries of %s below %s to %s" % (
-        sum(p.rows for p in todo), _plural(len(todo), "stream"), id_text(cut), to))
+    total = "total: would archive %d entries of %s below %s to %s" % (
+        sum(p.rows for p in todo), _plural(len(todo), "stream"), id_text(cut), to)
+    kept = sum(p.hold.held for p in res.plans if p.hold is not None and p.hold.kept)
+    if kept:
+        total += "; would keep %d for consumer groups" % kept
+    lines.append(total)
     return lines
 
 
@@ -140,6 +180,8 @@ def _summary(res, cut, to):
         text += "; finished an interrupted run of %d entries" % res.recovered
     if trimmed or rows:
         text += "; trimmed %d" % trimmed
+    for line in hold_lines(res, False):
+        text += "; " + line
     return text
 
 
@@ -176,7 +218,7 @@ def _net_source(url):
 
 
 def run_archive(g, streams, to, older_than, before, master, fields_list, dry, quiet, shared=False, binary=False,
-                mode=None, url=None):
+                mode=None, url=None, drop_unacked=False):
     cut = _cut(older_than, before)
     if not to:
         context.fail("archive: --to DIR must not be empty", context.EXIT_USAGE)
@@ -213,7 +255,8 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     try:
         res = archive.archive(open_store, source, names, cut, to,
                               master=master, fields_list=fields_list, progress=progress, dry_run=dry,
-                              shared=shared, binary=binary, **({} if mode is None else {"mode": mode}))
+                              shared=shared, binary=binary, drop_unacked=drop_unacked,
+                              **({} if mode is None else {"mode": mode}))
     except archive.ArchiveError as e:
         progress.end()
         context.fail("archive: %s" % e)
@@ -225,6 +268,13 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
         context.fail("archive: %s%s" % (e.strerror or e, " (%s)" % e.filename if e.filename else ""))
     progress.end()
     if quiet:
+        # cron mails stderr: work a group has not done, kept back (or
+        # taken, with --drop-unacked), is worth a line even when all is well
+        for line in hold_lines(res, dry):
+            try:
+                sys.stderr.write("xs archive: %s\n" % line)
+            except (OSError, ValueError):
+                pass
         return
     if dry:
         for line in _dry_run_lines(res, cut, to):
@@ -258,11 +308,15 @@ def register(cli):
                        "(0750: 0640), whatever the umask; default 0700 (private, as the store).  The owner keeps "
                        "rwx, group and others never get w.  What earlier runs made (DIR, directories, the lock, "
                        "the log) keeps its mode.")
+    @click.option("--drop-unacked", is_flag=True,
+                  help="Also archive and trim entries a consumer group has not acknowledged (not yet delivered, "
+                       "or pending); by default a stream is archived only below the oldest entry any of its "
+                       "groups still needs, as xs trim keeps them.")
     @click.option("--dry-run", "dry", is_flag=True, help="Say what would be archived; change nothing.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails (for cron).")
     @click.pass_obj
-    def archive_cmd(obj, streams, to, older_than, before, master, url, fields_list, binary, shared, mode, dry,
-                    quiet):
+    def archive_cmd(obj, streams, to, older_than, before, master, url, fields_list, binary, shared, mode,
+                    drop_unacked, dry, quiet):
         """Move old entries to Parquet with Spark, then trim them.
 
         \b
@@ -271,6 +325,10 @@ def register(cli):
         read back and checked (count, first and last IDs), and only then
         trimmed (XTRIM MINID, one transaction).  Killed at any point,
         nothing is lost; the next run finishes without duplicating rows.
+        Work a consumer group has not done stays: a stream is archived
+        only below the oldest entry any of its groups has not
+        acknowledged (the summary, and stderr with -q, say what was
+        kept); --drop-unacked takes it too.
         Values are strings; a value that is not UTF-8 stops the run
         (nothing trimmed) until it runs with --binary, which writes every
         value as binary into a directory of binary values.
@@ -282,6 +340,6 @@ def register(cli):
         """
         try:
             run_archive(obj or context.Globals(), streams, to, older_than, before, master, fields_list, dry, quiet,
-                        shared, binary, mode, url)
+                        shared, binary, mode, url, drop_unacked)
         except KeyboardInterrupt:
             context.fail("archive: interrupted (nothing is lost; run it again to finish)", context.EXIT_INTERRUPTED)
