@@ -17,13 +17,15 @@ def run_one(g, argv):
     command's help; so does ``-h`` where a lone argument is a wrong
     arity anyway.  An unknown command, subcommand or a wrong arity is
     answered before the store is opened, with Redis's error text and
-    exit status 1; on a terminal a usage line or a "did you mean" follows
-    it on stderr.  ``-r N`` / ``-i SEC`` (g.repeat, g.interval) run the
-    command N times on one open store; the status is 1 if any failed."""
+    exit status 1; so is any other error the parser finds (a bad ID, a
+    bad option): a wrong command never makes nor touches a store.  On a
+    terminal a usage line or a "did you mean" follows it on stderr.
+    ``-r N`` / ``-i SEC`` (g.repeat, g.interval) run the command N times
+    on one open store; the status is 1 if any failed."""
     from storage.errors import RedisError
     from storage.txn import StoreFailure
-    from xstream_cli.commands import lookup
-    h = _help_request(argv)
+    from xstream_cli.commands import help_request, lookup, opens_for_writing
+    h = help_request(argv)
     if h is not None:
         from xstream_cli.help import command_help
         context.write_out(command_help(h).encode())
@@ -31,18 +33,19 @@ def run_one(g, argv):
     mode = context.resolve_mode(g.mode)
     try:
         cmd = lookup(argv)
+        args = cmd.parse(argv)          # parsed once, before the store is opened: a bad command touches nothing
     except RedisError as e:
         _error(mode, e, argv)
         return EXIT_ERROR
     from xstream_cli.execution.session import open_session
-    s = open_session(g, mode, write=not _reads_only(cmd, argv), create=cmd.write)
+    s = open_session(g, mode, write=opens_for_writing(cmd, args), create=cmd.write)
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
         try:
-            streamed = s.stream_range(argv, cmd, sys.stdout.buffer)   # a long range, written as it is read
+            streamed = s.stream_range(cmd, args, sys.stdout.buffer)   # a long range, written as it is read
             if not streamed:
-                r = s.execute(list(argv), cmd)
+                r = s.execute(list(argv), cmd, args)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         except StoreFailure as e:
@@ -117,34 +120,6 @@ def _isatty(stream):
         return False
 
 
-def _help_request(argv):
-    """The command name whose help ``argv`` asks for (``XADD --help``,
-    ``XGROUP CREATE --help``), or None.  ``-h`` counts only where one
-    argument would be a wrong arity anyway: ``XLEN -h`` is a stream."""
-    from xstream_cli.commands import COMMANDS, SUBCOMMANDS, _arity_ok
-    if argv[-1] not in (b"--help", b"-h"):
-        return None
-    name = argv[0].upper()
-    cmd = COMMANDS.get(name)
-    if cmd is None:
-        subs = SUBCOMMANDS.get(name)
-        if subs is None:
-            return None
-        if len(argv) == 2:                      # XGROUP --help
-            return name.decode()
-        cmd = subs.get(argv[1].upper())
-        if cmd is None or len(argv) != 3:
-            return None
-        words = 2
-    else:
-        words = 1
-    if len(argv) != words + 1:
-        return None
-    if argv[-1] == b"-h" and _arity_ok(cmd.arity, len(argv)):
-        return None
-    return " ".join(a.decode() for a in argv[:words]).upper()
-
-
 def run_script(g):
     """Script mode: one command per line on stdin."""
     from storage.store import StoreError
@@ -160,18 +135,3 @@ def run_script(g):
         return EXIT_INTERRUPTED
     except (StoreFailure, StoreError) as e:
         context.fail(str(e))
-
-
-def _reads_only(cmd, argv):
-    """True for a command (``cmd``, looked up from ``argv``) that never
-    writes and never waits (XLEN, XRANGE, XINFO, XREAD without BLOCK,
-    ...): it can run on a read-only open of the store.  A blocking read
-    opens the store for writing: it makes and watches the store's
-    notification files."""
-    from storage.errors import RedisError
-    if cmd.write:
-        return False
-    try:
-        return not cmd.blocking or cmd.parse(argv)[0].block is None
-    except RedisError:
-        return False

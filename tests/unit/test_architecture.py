@@ -417,3 +417,29 @@ def test_no_layout_module_name_hides_a_layout_of_the_codec():
         for other in mods:
             assert other not in vars(mod), (m, other)
         assert getattr(codec, m) is mod
+
+
+def test_a_parsed_command_runs_through_the_one_run_command():
+    """Single-command mode, the batch driver (script mode, xs serve, the
+    in-process client) run a parsed command with
+    xstream_cli.execution.run_command; only a blocked read's retries
+    (its arguments already prepared) call a command's ``run`` again."""
+    callers = set()
+    for path, src in _sources("xstream_cli"):
+        if "cmd.run(" in src or "cmd.prepare(" in src:
+            callers.add(path)
+    assert callers == {"xstream_cli/execution/__init__.py", "xstream_cli/execution/blocked.py"}
+    for path in ("xstream_cli/execution/session.py", "xstream_cli/execution/batch.py"):
+        assert "run_command(" in open(os.path.join(ROOT, path)).read(), path
+
+
+def test_the_one_shot_path_parses_once_before_it_opens_the_store():
+    """runner.run_one looks the command up and parses it, then opens:
+    no second parse of the same argv anywhere on the way."""
+    src = open(os.path.join(ROOT, "xstream_cli", "runner.py")).read()
+    body = src[src.index("def run_one("):src.index("def _error(")]
+    assert body.count(".parse(") == 1
+    assert body.index(".parse(") < body.index("open_session(")
+    session = open(os.path.join(ROOT, "xstream_cli", "execution", "session.py")).read()
+    sr = session[session.index("def stream_range("):session.index("def block(")]
+    assert ".parse(" not in sr

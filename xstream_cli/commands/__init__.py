@@ -136,6 +136,41 @@ def lookup(argv):
     return cmd
 
 
+def help_request(argv):
+    """The command name whose help ``argv`` asks for (``XADD --help``,
+    ``XGROUP CREATE --help``), or None.  ``-h`` counts only where one
+    argument would be a wrong arity anyway: ``XLEN -h`` is a stream."""
+    if argv[-1] not in (b"--help", b"-h"):
+        return None
+    name = argv[0].upper()
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        subs = SUBCOMMANDS.get(name)
+        if subs is None:
+            return None
+        if len(argv) == 2:                      # XGROUP --help
+            return name.decode()
+        cmd = subs.get(argv[1].upper())
+        if cmd is None or len(argv) != 3:
+            return None
+        words = 2
+    else:
+        words = 1
+    if len(argv) != words + 1:
+        return None
+    if argv[-1] == b"-h" and _arity_ok(cmd.arity, len(argv)):
+        return None
+    return " ".join(a.decode() for a in argv[:words]).upper()
+
+
+def opens_for_writing(cmd, args):
+    """Whether the command ``cmd`` with its parsed ``args`` needs the
+    store open for writing: a write, or a read that blocks (it makes and
+    watches the store's notification files).  Anything else (XLEN,
+    XRANGE, XINFO, XREAD without BLOCK, ...) runs on a read-only open."""
+    return cmd.write or (cmd.blocking and args[0].block is not None)
+
+
 # ------------------------------------ a name both Redis's and a porcelain's
 # RESTORE (issue 26) is Redis's command, and ``xs restore FILE`` the
 # porcelain's snapshot restore.  On the command line, the lower-case name
@@ -161,9 +196,3 @@ def is_command(name):
     if isinstance(name, str):
         name = name.encode("utf-8", "surrogateescape")
     return name.upper() in NAMES
-
-
-def execute(tx, cmd, argv):
-    """Parse ``argv`` and run ``cmd`` in ``tx``: the reply value (a
-    Redis error raises)."""
-    return cmd.run(tx, *cmd.parse(argv))

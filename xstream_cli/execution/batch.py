@@ -34,6 +34,7 @@ from storage.errors import RedisError
 from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS
+from xstream_cli.execution import run_command
 from xstream_cli.execution.blocked import waits
 
 FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
@@ -97,9 +98,7 @@ class Batch:
         try:
             if cmd.write and self.read_only is not None:
                 raise errors.read_only(self.read_only)
-            if cmd.prepare is not None:
-                args = cmd.prepare(self.tx, *args)
-            r = cmd.run(self.tx, *args)
+            args, r = run_command(self.tx, cmd, args)
             if r is None and wait:
                 w = waits(cmd, args)
                 if w is not None:
@@ -184,9 +183,7 @@ class Batch:
             out[i] = r
 
     def _call(self, cmd, args):
-        if cmd.prepare is not None:
-            args = cmd.prepare(self.tx, *args)
-        return cmd.run(self.tx, *args)
+        return run_command(self.tx, cmd, args)[1]
 
     def _alone(self, fn):
         """``fn()`` on its own: its value, or its error as the reply."""

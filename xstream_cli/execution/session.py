@@ -26,6 +26,7 @@ from itertools import islice
 from storage import errors
 from storage.errors import RedisError
 from xstream_cli.commands import lookup
+from xstream_cli.execution import run_command
 from xstream_cli.execution.batch import FATAL, Added, Batch
 from xstream_cli.execution.blocked import waits
 from xstream_cli.output.render import RENDERERS
@@ -114,25 +115,23 @@ class Session:
 
     # ------------------------------------------------------------ one command
 
-    def execute(self, argv, cmd=None):
-        """Run one command (argv: list of bytes; ``cmd``: its Command if
-        already looked up) in its own transaction; returns the reply value
-        (a RedisError for an error reply)."""
+    def execute(self, argv, cmd=None, args=None):
+        """Run one command (argv: list of bytes; ``cmd``: its Command and
+        ``args`` its parsed arguments, when the caller has them already)
+        in its own transaction; returns the reply value (a RedisError for
+        an error reply)."""
         try:
             if cmd is None:
                 cmd = lookup(argv)
-            args = cmd.parse(argv)
+            if args is None:
+                args = cmd.parse(argv)
             self.open_for(cmd.write)
             if cmd.write and self.store.readonly:
                 raise errors.read_only(self.store.why_read_only or "it is open read-only")
         except RedisError as e:
             return e
-
-        def run(tx):
-            a = cmd.prepare(tx, *args) if cmd.prepare is not None else args
-            return a, cmd.run(tx, *a)
         try:
-            args, r = self.store.run(run, write=cmd.write)
+            args, r = self.store.run(lambda tx: run_command(tx, cmd, args), write=cmd.write)
         except RedisError as e:
             return e
         except FATAL:
@@ -145,20 +144,18 @@ class Session:
                 return self.block(cmd, args, w)
         return r
 
-    def stream_range(self, argv, cmd, out):
-        """XRANGE / XREVRANGE in --json, --jsonl or raw output, read in
-        pages of PAGE entries inside ONE read transaction (one consistent
-        view, as a single read) and written page by page: memory stays
-        that of a page and the first entry shows at once, however long
-        the range; the bytes are exactly those of the whole reply
-        rendered at once.  Returns False (nothing done) for any other
-        command, mode or a bad argument: the usual path answers it."""
+    def stream_range(self, cmd, args, out):
+        """XRANGE / XREVRANGE (``cmd`` and its parsed ``args``) in --json,
+        --jsonl or raw output, read in pages of PAGE entries inside ONE
+        read transaction (one consistent view, as a single read) and
+        written page by page: memory stays that of a page and the first
+        entry shows at once, however long the range; the bytes are
+        exactly those of the whole reply rendered at once.  Returns False
+        (nothing done) for any other command or mode: the usual path
+        answers it."""
         if cmd.name not in ("xrange", "xrevrange") or self.mode not in ("json", "jsonl", "raw"):
             return False
-        try:
-            key, opts = cmd.parse(argv)
-        except RedisError:
-            return False
+        key, opts = args
         if opts.count is not None and opts.count <= PAGE:
             return False
         import json as _json
