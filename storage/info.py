@@ -68,6 +68,15 @@ class GroupWork(_Record):
     __slots__ = ("group", "undelivered", "pending")
 
 
+class TrimPreview(_Record):
+    """What trimming one stream would do: ``removed`` of ``length``
+    entries (``length`` None: no such stream) by a KEEPREF trim;
+    ``unacked``: how many of those some group has not acknowledged (an
+    ACKED trim keeps them); ``groups``: a GroupWork for each group with
+    such entries among them, in name order."""
+    __slots__ = ("length", "removed", "unacked", "groups")
+
+
 class PendingSummary(_Record):
     """XPENDING key group: ``first`` / ``last`` None and ``consumers``
     empty when nothing is pending; ``consumers`` is [(name, count)]

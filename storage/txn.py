@@ -53,7 +53,7 @@ if False:  # typing only (not imported at run time)
     from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
     from storage.codec import Entries
-    from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo
+    from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo, TrimPreview
     from storage.options import (
         AddOptions,
         AutoClaimOptions,
@@ -423,6 +423,20 @@ class Txn:
     def stream_names(self) -> "List[bytes]":
         """Every stream's name, in key order."""
         return self._read(_stream_names)
+
+    def trim_preview(self, name: bytes, minid: "Optional[StreamID]" = None, maxlen: "Optional[int]" = None,
+                     approx: bool = False) -> "TrimPreview":
+        """What a KEEPREF trim of ``name`` to ``minid`` (entries below it
+        go) and/or ``maxlen`` would remove (``approx``: whole nodes, as
+        repeated ``~`` trims), and, group by group, the work among it no
+        group has done (storage.info.TrimPreview)."""
+        from storage.verbs.preview import trim_preview
+        return self._read(trim_preview, name, minid, maxlen, approx)
+
+    def counts(self) -> "Tuple[Optional[int], int, int]":
+        """(the store's format version or None, streams, entries)."""
+        from storage.verbs.preview import counts
+        return self._read(counts)
 
     def change_counters(self, names: "Sequence[bytes]") -> "list":
         """The change counters of streams (blocking's poll fallback)."""

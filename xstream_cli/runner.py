@@ -33,19 +33,27 @@ def run_one(g, argv):
     mode = context.resolve_mode(g.mode)
     try:
         cmd = lookup(argv)
-        args = cmd.parse(argv)          # parsed once, before the store is opened: a bad command touches nothing
     except RedisError as e:
         _error(mode, e, argv)
         return EXIT_ERROR
-    from xstream_cli.execution.session import open_session
-    s = open_session(g, mode, write=opens_for_writing(cmd, args), create=cmd.write)
+    try:
+        args = cmd.parse(argv)          # parsed once, before the store is opened: a bad command touches nothing
+        bad = None
+    except RedisError as e:
+        bad = e                         # answered as often as -r asks, as redis-cli does, with no store opened
+    if bad is None:
+        from xstream_cli.execution.session import open_session
+        s = open_session(g, mode, write=opens_for_writing(cmd, args), create=cmd.write)
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
         try:
-            streamed = s.stream_range(cmd, args, sys.stdout.buffer)   # a long range, written as it is read
-            if not streamed:
-                r = s.execute(list(argv), cmd, args)
+            if bad is not None:
+                streamed, r = False, bad
+            else:
+                streamed = s.stream_range(cmd, args, sys.stdout.buffer)   # a long range, written as it is read
+                if not streamed:
+                    r = s.execute(list(argv), cmd, args)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         except StoreFailure as e:
@@ -55,7 +63,7 @@ def run_one(g, argv):
         if streamed:
             pass
         elif isinstance(r, RedisError):
-            _error(mode, r, argv, s.render)
+            _error(mode, r, argv, None if bad is not None else s.render)
             status = EXIT_ERROR
         else:
             try:

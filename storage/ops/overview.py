@@ -2,8 +2,8 @@
 for the porcelain (xs info, xs ls, xs trim --dry-run), kept out of the
 Txn surface because no Redis command needs them.
 
-``trim_preview(tx, ...)`` runs in a read transaction through the
-transaction's read path (the same error handling as every read verb);
+``trim_preview(tx, ...)`` is the transaction's verb of that name
+(storage.verbs.preview); the records are storage.info's;
 ``store_overview(store)`` adds what LMDB says about the environment
 (map size, pages, reader slots) and the size of data.mdb.  Nothing here
 writes, and nothing here knows about output.
@@ -11,8 +11,9 @@ writes, and nothing here knows about output.
 import os
 
 from storage import codec
-from storage.info import GroupWork, _Record
-from storage.verbs.trim import NODE_ENTRIES
+from storage.info import GroupWork, TrimPreview, _Record
+
+__all__ = ["GroupWork", "Overview", "TrimPreview", "store_overview", "trim_preview"]
 
 
 class Overview(_Record):
@@ -25,15 +26,6 @@ class Overview(_Record):
                  "stale_readers")
 
 
-class TrimPreview(_Record):
-    """What trimming one stream would do: ``removed`` of ``length``
-    entries (``length`` None: no such stream) by a KEEPREF trim;
-    ``unacked``: how many of those some group has not acknowledged (an
-    ACKED trim keeps them); ``groups``: a GroupWork for each group with
-    such entries among them, in name order."""
-    __slots__ = ("length", "removed", "unacked", "groups")
-
-
 # ------------------------------------------------------------------ trimming
 
 def trim_preview(tx, name, minid=None, maxlen=None, approx=False):
@@ -44,67 +36,14 @@ def trim_preview(tx, name, minid=None, maxlen=None, approx=False):
     criteria remove a head of the stream, so together they remove the
     longer head.  Also counts, group by group, the work among them that
     is not done (TrimPreview.groups)."""
-    return tx._read(_trim_preview, name, minid, maxlen, approx)
-
-
-def _trim_preview(p, name, minid, maxlen, approx):
-    m = p.streams.get(name)
-    if m is None:
-        return TrimPreview(length=None, removed=0, unacked=0, groups=[])
-    n = m.length
-    heads = [0]
-    if minid is not None:
-        below = 0
-        for _ in p.log.ids(m, below=minid):
-            below += 1
-        heads.append(_whole(below, n) if approx else below)
-    if maxlen is not None and n > maxlen:
-        heads.append(_whole(n - maxlen, n) if approx else n - maxlen)
-    removed = max(heads)
-    unacked, groups = _unacked(p, m, removed)
-    return TrimPreview(length=n, removed=removed, unacked=unacked, groups=groups)
-
-
-def _unacked(p, m, k):
-    """(entries of the first ``k`` of stream ``m`` that some group still
-    needs, [GroupWork]): one pass over those IDs, with each group's
-    pending IDs in a set (a PEL is the work in flight, small beside the
-    stream)."""
-    groups = p.groups.list(m) if k else []
-    if not groups:
-        return 0, []
-    pending = [{i for i, _ in p.pel.items(g, (0, 0), m.last_id)} for g in groups]
-    undelivered = [0] * len(groups)
-    held = [0] * len(groups)
-    needed = 0
-    for seen, i in enumerate(p.log.ids(m)):
-        if seen == k:
-            break
-        need = False
-        for j, g in enumerate(groups):
-            if g.last_id < i:
-                undelivered[j] += 1
-                need = True
-            elif i in pending[j]:
-                held[j] += 1
-                need = True
-        needed += need
-    return needed, [GroupWork(group=g.name, undelivered=undelivered[j], pending=held[j])
-                    for j, g in enumerate(groups) if undelivered[j] or held[j]]
-
-
-def _whole(k, n):
-    """Of a head of ``k`` of ``n`` entries, what ``~`` removes: whole
-    nodes, or everything when the whole stream may go (the last node
-    may be short)."""
-    return n if k >= n else k - k % NODE_ENTRIES
+    return tx.trim_preview(name, minid, maxlen, approx)
 
 
 # ------------------------------------------------------------------ the store
 
 def store_overview(store):
     """An Overview of ``store`` (a storage.store.Store)."""
-    fmt, streams, entries = store.run(lambda tx: tx._read(_counts))
+    fmt, streams, entries = store.run(lambda tx: tx.counts())
     env = store.env
     info = env.info()
     stat = env.stat()
@@ -119,16 +58,6 @@ def store_overview(store):
                     used_size=(info["last_pgno"] + 1) * stat["psize"], map_size=info["map_size"],
                     page_size=stat["psize"], last_txn=info["last_txnid"], max_readers=info["max_readers"],
                     readers=readers, reading=reading, stale_readers=stale)
-
-
-def _counts(p):
-    raw = p.kv.get(p.kv.db(b"meta"), codec.META_FORMAT)
-    fmt = codec.decode_count(raw) if raw is not None else None
-    streams = entries = 0
-    for _, m in p.streams.records():
-        streams += 1
-        entries += m.length
-    return fmt, streams, entries
 
 
 def _readers(env):

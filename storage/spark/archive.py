@@ -1240,7 +1240,7 @@ def spark_session(master, log_fd, root=None):
         spark = _start_spark(master, log_fd)
     finally:
         os.umask(old_umask)
-    from storage.spark import register
+    from storage.spark.source import register
     register(spark)
     return spark
 

@@ -273,10 +273,11 @@ def test_repeat_stays_on_the_fast_path(tmp_path):
 # ================================================================ completion
 
 def test_completion_prints_the_generated_scripts():
+    from xstream_cli.app import cli
     from xstream_cli.porcelain import complete
     for shell in ("bash", "zsh", "fish"):
         p = xs(["completion", shell])
-        assert p.returncode == 0 and p.stdout.decode() == complete.script(shell)
+        assert p.returncode == 0 and p.stdout.decode() == complete.script(shell, cli)
     assert xs(["completion", "tcsh"]).returncode == 2
 
 

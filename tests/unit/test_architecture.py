@@ -231,10 +231,22 @@ SURFACE_EXCEPTIONS = {
     ("storage.ops.exchange", "storage.verbs.load"): "LoadError and Stats: the records of the one load path",
     ("storage.ops.snapshot", "storage.verbs.dump"): "CorruptStore: the error a dump raises",
     ("storage.ops.snapshot", "storage.verbs.load"): "LoadError, Stats, all_bytes: the one load path's records",
-    ("storage.ops.overview", "storage.verbs.trim"): "NODE_ENTRIES: a trim preview cuts where XTRIM ~ cuts",
     ("storage.spark.archive", "storage.files"):
         "unsafe_reason: the archive directory is held to the rule of the store's own files",
 }
+
+
+# Imports the parser cannot see (importlib, __import__ of a computed
+# name), declared here so the graph counts them: the module, and what it
+# imports at run time.
+DYNAMIC_IMPORTS = {
+    "storage.txn": {"storage.verbs." + n for n in ("delivery", "groups", "keyspace", "settings", "streams")},
+    "storage.spark": {"storage.spark.archive", "storage.spark.source"},
+    "xstream_cli.porcelain": {"xstream_cli.porcelain." + os.path.basename(p)[:-3]
+                              for p in glob.glob(os.path.join(ROOT, "xstream_cli", "porcelain", "*.py"))
+                              if not p.endswith("__init__.py")},
+}
+_DYNAMIC_CALLS = ("importlib.import_module(", "__import__(")
 
 
 def _module_name(rel):
@@ -260,10 +272,19 @@ def _module_graph():
                 for a in node.names:
                     sub = node.module + "." + a.name
                     edges.add(sub if sub in mods else resolve(node.module))
+        edges |= DYNAMIC_IMPORTS.get(name, set())
         edges.discard(None)
         edges.discard(name)
         graph[name] = edges
     return graph
+
+
+def test_every_dynamic_import_is_declared_for_the_graph():
+    """A module that imports by a computed name must say what it reaches
+    in DYNAMIC_IMPORTS, or the cycle and layer checks cannot see it."""
+    found = {_module_name(path) for path, src in _sources("storage", "xstream_cli")
+             if any(c in src for c in _DYNAMIC_CALLS)}
+    assert found == set(DYNAMIC_IMPORTS)
 
 
 def _cycles(graph):
@@ -350,11 +371,27 @@ def test_the_server_never_imports_the_clis_session_runner_or_app():
     assert not bad, bad
 
 
+# The one cycle left, with the dynamic edges counted (issue 39): the help
+# texts list the porcelain commands (xstream_cli.help -> the porcelain
+# registry, which imports every porcelain module), and the porcelain's
+# `xs help`, `xs completion` and `xs serve` (COMMAND DOCS) read the help
+# tables.  Breaking it means moving the help tables out of xstream_cli.help
+# (a table module of their own) and the porcelain-aware help next to the
+# registry; until then it is named here, and no other cycle may appear.
+KNOWN_CYCLES = {frozenset({
+    "xstream_cli.help", "xstream_cli.porcelain", "xstream_cli.porcelain.complete", "xstream_cli.porcelain.help",
+    "xstream_cli.porcelain.serve", "xstream_cli.server", "xstream_cli.server.connection",
+    "xstream_cli.server.commands", "xstream_cli.server.docs"})}
+
+
 def test_no_import_cycle():
-    """Counting imports inside functions: the help texts reach the
+    """Counting imports inside functions and the declared dynamic ones
+    (DYNAMIC_IMPORTS): the help texts reach the
     porcelain commands through xstream_cli.porcelain.commands(), not the
-    click application, which runs the runner and the prompt."""
-    assert not _cycles(_module_graph())
+    click application, which runs the runner and the prompt; the porcelain
+    reaches the application through click's context, never an import.
+    The one cycle left is KNOWN_CYCLES, exactly."""
+    assert _cycles(_module_graph()) == KNOWN_CYCLES
 
 
 def test_each_engine_folder_says_what_it_owns_and_who_may_import_it():

@@ -125,8 +125,8 @@ def register(cli):
 def global_options(cli=None):
     """[(option strings, metavar or None, help)] of the click app,
     in declaration order, --help last; then -r and -i."""
-    if cli is None:
-        from xstream_cli.app import cli
+    if cli is None:             # the application running this command (no import of the app: a cycle)
+        cli = click.get_current_context().find_root().command
     ctx = click.Context(cli, info_name="xs", **(cli.context_settings or {}))
     out = []
     for p in cli.get_params(ctx):
@@ -144,8 +144,8 @@ def global_options(cli=None):
 
 def porcelain_commands(cli=None):
     """[(name, click command)] of the visible porcelain commands."""
-    if cli is None:
-        from xstream_cli.app import cli
+    if cli is None:             # the application running this command (no import of the app: a cycle)
+        cli = click.get_current_context().find_root().command
     return [(n, cli.commands[n]) for n in sorted(cli.commands) if not cli.commands[n].hidden]
 
 
