@@ -480,3 +480,10 @@ def test_the_one_shot_path_parses_once_before_it_opens_the_store():
     session = open(os.path.join(ROOT, "xstream_cli", "execution", "session.py")).read()
     sr = session[session.index("def stream_range("):session.index("def block(")]
     assert ".parse(" not in sr
+
+
+def test_only_the_transaction_reaches_its_private_read_and_write_paths():
+    """Every other module uses Txn's public verbs: ``._read(`` and
+    ``._write(`` appear in storage/txn.py alone."""
+    users = {path for path, src in _sources("storage", "xstream_cli") if "._read(" in src or "._write(" in src}
+    assert users == {"storage/txn.py"}

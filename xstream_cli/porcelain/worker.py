@@ -145,7 +145,7 @@ class _Stderr:
             self.tty = False
         self.shown = False
 
-    def _write(self, data, fd=2):
+    def _put(self, data, fd=2):
         try:
             while data:
                 n = os.write(fd, data)
@@ -157,18 +157,18 @@ class _Stderr:
         """A command's output, to ``fd``, after clearing the status line."""
         with self.lock:
             if self.shown:
-                self._write(b"\r\x1b[K")
+                self._put(b"\r\x1b[K")
                 self.shown = False
-            self._write(data, fd)
+            self._put(data, fd)
 
     def progress(self, text):
         with self.lock:
-            self._write(b"\r\x1b[K" + text.encode("utf-8", "replace"))
+            self._put(b"\r\x1b[K" + text.encode("utf-8", "replace"))
             self.shown = True
 
     def line(self, text):
         with self.lock:
-            self._write((b"\r\x1b[K" if self.shown else b"") + text.encode("utf-8", "replace") + b"\n")
+            self._put((b"\r\x1b[K" if self.shown else b"") + text.encode("utf-8", "replace") + b"\n")
             self.shown = False
 
 
