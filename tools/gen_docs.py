@@ -310,9 +310,11 @@ PACKAGES = [("storage", "the engine: no click, no rich; usable as a library (`fr
             ("storage/verbs", "what Txn delegates to: one module per command family"),
             ("storage/ops", "whole-store operations on the public API (save, export, compact, worker)"),
             ("storage/spark", "the Spark data source and xs archive (the only pyspark importer)"),
+            ("storage/spark/archive", "xs archive: one module per idea, run in order by __init__.py"),
             ("xstream_cli", "the command line: parsing, output, porcelain"),
             ("xstream_cli/commands", "one parser and one engine call per Redis command"),
             ("xstream_cli/porcelain", "the porcelain commands (not Redis names)"),
+            ("xstream_cli/porcelain/worker", "xs worker: the command, its loop, its children, the watchdog program"),
             ("xstream_cli/server", "xs serve: the RESP2/RESP3 server over the same command table")]
 
 

@@ -1,5 +1,5 @@
 """xs archive's plan and trim against the engine, no Spark
-(storage/spark/archive.py plan_streams, trim_archived): a stream is
+(storage/spark/archive/plan.py: plan_streams, trim_archived): a stream is
 archived only below the oldest entry a consumer group still needs, and
 the trim transaction checks again, so archived entries a group needs
 again (a group made, or moved back, while Spark ran) stay in the

@@ -12,6 +12,7 @@ pyspark / pyarrow."""
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import stat
 import subprocess
@@ -220,7 +221,7 @@ def test_the_manifest_is_replaced_through_a_fresh_temporary_never_a_planted_one(
     d.mkdir(mode=0o700)
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
-    monkeypatch.setattr(arch.secrets, "token_hex", lambda n: "0" * (2 * n))
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "0" * (2 * n))
     os.symlink(victim, d / (arch.MANIFEST + ".tmp-" + "0" * 16))
     adir = arch.ArchiveDir(str(d))
     try:

@@ -10,7 +10,7 @@ under DIR, partitioned ``stream=NAME/date=YYYY-MM-DD`` (UTC day of the
 ID), read back and checked (row count, first and last IDs, no ID twice),
 and only then trimmed from the stream, in one transaction.  Killed at
 any point, nothing is lost and the next run finishes the job without
-writing a row twice: see storage/spark/archive.py, which does the work.
+writing a row twice: see storage/spark/archive/, which does the work.
 
 STREAM is a name (it must exist) or a glob (KEYS syntax; perhaps none).
 DURATION as for xs trim: 500ms, 90s, 30m, 12h, 7d, 2w, 1h30m.  Needs
