@@ -334,19 +334,23 @@ class Conn:
         rows added."""
         return self._block(rows, checked, tries)[0]
 
-    def add_once(self, rows, progress, batch, partition, tries=20):
-        """The streaming sink over the network: add ``rows`` (as
-        ``add_block``) together with the progress marker of task
-        ``partition`` of micro-batch ``batch`` (an entry ``batch-*`` with
-        ``partition`` and ``rows`` in the stream ``progress``), in ONE
-        ``MULTI``/``EXEC``, unless the marker is already there (a retried
-        task, a replayed batch).  The progress stream is WATCHed while its
-        markers are read, so two attempts of one task never both add.
-        Returns (rows added, skipped)."""
-        return self._block(rows, set(), tries, (progress, batch, partition))
+    def add_once(self, rows, progress, batch, plan, tries=20):
+        """The streaming sink over the network: with the stream
+        ``progress`` WATCHed, read micro-batch ``batch``'s markers (its
+        entries ``batch-*``) and ask ``plan`` (source.sink_plan: a list of
+        {field: value}) what this task adds: None, nothing (its marker is
+        there: a retried task); else (which of ``rows`` to add, booleans in
+        order; the fields of its marker).  Then those rows (as
+        ``add_block``), the trim of older batches' markers and the marker
+        ``batch-*`` go in ONE ``MULTI``/``EXEC``; another attempt or task
+        that wrote meanwhile changed the watched stream: all again, so two
+        tasks never decide on the same markers.  Returns (rows added,
+        skipped, rows dropped as already added)."""
+        return self._block(rows, set(), tries, (progress, batch, plan))
 
     def _block(self, rows, checked, tries, progress=None):
         import redis
+        everything = rows
         names = sorted({r[0] for r in rows})
         explicit = sorted({r[0] for r in rows if r[1] is not None})
         unchecked = [n for n in names if n not in checked and n not in explicit]
@@ -360,7 +364,7 @@ class Conn:
             checked.update(unchecked)
         watch = list(explicit) + ([progress[0]] if progress else [])
         for attempt in range(tries):
-            trim = False
+            trim, rows, tail = False, everything, []
             if watch:
                 cmds = [("WATCH",) + tuple(watch)] + [("XINFO", "STREAM", n) for n in explicit]
                 if progress:
@@ -377,10 +381,13 @@ class Conn:
                     else:
                         tops[n] = parse_id(_pairs(r)["last-generated-id"])
                 if progress:
-                    done, trim = self._progress(progress, replies[-2], replies[-1])
-                    if done:
+                    todo, trim = self._progress(progress, replies[-2], replies[-1])
+                    if todo is None:
                         self.call("UNWATCH")
-                        return 0, True
+                        return 0, True, 0
+                    keep, marker = todo
+                    rows = [r for r, k in zip(everything, keep) if k]
+                    tail = [("XADD", progress[0], "%d-*" % progress[1]) + tuple(marker)]
                 bad = _check_ids(rows, tops)
                 if bad:
                     self.call("UNWATCH")
@@ -388,8 +395,6 @@ class Conn:
                     raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was added, "
                                        "earlier blocks stay" % (self.ep.name, _name(name), given, text, len(rows)))
             head = [("XTRIM", progress[0], "MINID", "%d-0" % progress[1])] if trim else []
-            tail = [("XADD", progress[0], "%d-*" % progress[1], "partition", "%d" % progress[2],
-                     "rows", "%d" % len(rows))] if progress else []
             cmds = ([("MULTI",)] + head + [("XADD", n, i or "*") + tuple(f) for n, i, f, _ in rows] + tail
                     + [("EXEC",)])
             replies = self.pipeline(cmds, errors=True)
@@ -410,18 +415,19 @@ class Conn:
                     raise NetworkError("%s stream %r: adding id %s: %s (on Redis, the other rows of this block "
                                        "of %d were added; on xs serve, none)" % (self.ep.name, _name(n), i or "*",
                                                                                  _one_line(r), len(rows)))
-            return len(rows), False
+            return len(rows), False, len(everything) - len(rows)
         raise NetworkError("%s: the streams %s kept changing while a block of %d rows was added (tried %d times); "
                            "nothing of it was added" % (self.ep.name, ", ".join(map(repr, map(_name, watch))),
                                                         len(rows), tries))
 
     def _progress(self, progress, last, marks):
         """From the progress stream's last entry and micro-batch ``batch``'s
-        markers: (this task's marker is there, the older batches' markers
-        are to be trimmed).  A progress stream already past ``batch``
-        belongs to another query (or a checkpoint that was reset)."""
+        markers: (what ``plan`` makes of the markers, the older batches'
+        markers are to be trimmed).  A progress stream already past
+        ``batch`` belongs to another query (or a checkpoint that was
+        reset)."""
         import redis
-        p, batch, partition = progress
+        p, batch, plan = progress
         for r in (last, marks):
             if isinstance(r, redis.ResponseError):
                 self.call("UNWATCH")
@@ -433,9 +439,12 @@ class Conn:
                 "%s stream %r: the progress stream already records micro-batch %d, after this one (%d): its "
                 "producer belongs to another query or its checkpoint was reset; give a new 'producer' option "
                 "(or delete that stream)" % (self.ep.name, _name(p), top, batch))
-        mark = b"%d" % partition
-        done = any(_pairs(f).get("partition") == mark for _, f in marks)
-        return done, top is not None and top < batch
+        try:
+            todo = plan([{bytes(f[k]): bytes(f[k + 1]) for k in range(0, len(f) - 1, 2)} for _, f in marks])
+        except BaseException:
+            self.call("UNWATCH")
+            raise
+        return todo, top is not None and top < batch
 
 
 def _check_ids(rows, tops):

@@ -174,29 +174,48 @@ Streaming write: ``df.writeStream.format("xstream")`` with ``path``,
 ``producer`` (a name for this query's output; default: its
 ``checkpointLocation``) and ``progress_stream`` (default
 ``spark-sink:`` + 16 hex of sha256(producer)).  Append output mode only.
-Idempotent across retries: each task adds ALL its rows together with a
-marker entry ``partition P rows N`` at ID ``B-*`` (B = micro-batch id)
-in the progress stream, in ONE write transaction, after checking that
-no marker for (B, P) is there; a retried task or a batch Spark replays
-after a restart finds the marker and adds nothing.  The same
-transaction drops markers of batches before B (the progress stream
-holds one batch), and refuses a batch id below the stream's last one
-(another query with the same producer, or a reset checkpoint).  Why not
-IDMP: its history is bounded (IDMP-MAXSIZE ids per producer, at most
-10000, and IDMP-DURATION, at most a day), so a large batch or a restart
-a day later would add rows again; why not explicit IDs: a replay could
-not reproduce them.  A task's rows are held (encoded) in memory until
-its transaction: bound micro-batches with ``maxEntriesPerTrigger``.
-Assumes a task's input is the same on a retry (true for replayable
+Exactly once, across retries and restarts, however a replayed batch is
+split: each task writes its rows together with a marker entry at ID
+``B-*`` (B = micro-batch id) in the progress stream, in ONE write
+transaction.  The marker names the rows, not just the task: ``partition
+P rows N added K run R digests D`` (R: Spark's runId, new on each start
+of the query; D: the task's N row digests, 16 bytes of BLAKE2b over a
+row's stream, given ID and fields, sorted; plus ``added_digests`` when
+K < N).  In its transaction a task reads batch B's markers
+(``sink_plan``): its own marker of the same run there (a retried
+task): it adds nothing (and fails, adding nothing, if that marker's
+digests differ: an input that is not replayable).  Otherwise, per
+digest, it drops as many of its rows as the batch's markers added
+beyond those the markers of its own run cover (a run's tasks split the
+batch without overlap), adds the rest, and writes its marker.  So a
+batch Spark replays after a restart with another split (another
+``partitions``, repartition or coalesce) still adds each of its rows
+once: a task holding rows earlier tasks added drops exactly those, and
+equal rows are counted, not told apart.  The batch's rows are never
+added beyond its input, even with a zombie task of an older run.  A
+marker costs 16 bytes per row of its task (32 for a task that dropped
+some); the same transaction drops markers of batches before B (the
+progress stream holds one batch), and refuses a batch id below the
+stream's last one (another query with the same producer, or a reset
+checkpoint).  A marker of an older xs (``partition P rows N``, no
+digests) in the replayed batch: the task of that partition with that
+row count adds nothing, as before; any other task of that batch fails
+with an error saying so (nothing added).  Why not IDMP: its history is
+bounded (IDMP-MAXSIZE ids per producer, at most 10000, and
+IDMP-DURATION, at most a day), so a large batch or a restart a day
+later would add rows again; why not explicit IDs: a replay could not
+reproduce them.  A task's rows are held (encoded) in memory until its
+transaction: bound micro-batches with ``maxEntriesPerTrigger``.
+Assumes a batch's input is the same on a replay (true for replayable
 sources like this one).  With ``url`` (one endpoint) the same protocol
 runs over the network (network.Conn.add_once): the progress stream is
-WATCHed while the task's marker and the stream's last entry are read,
-then the rows, the trim of older markers and the marker go in ONE
+WATCHed while the batch's markers and the stream's last entry are read,
+then the rows kept, the trim of older markers and the marker go in ONE
 ``MULTI``/``EXEC``, which is atomic on xs serve and on Redis alike (an
 XADD Redis would refuse inside it is checked before, as in a batch
-write); a concurrent attempt of the same task changes the watched stream
-and makes the other's EXEC answer null, and that attempt then finds the
-marker.  No shared file system is needed.
+write); another task or attempt writing meanwhile changes the watched
+stream and makes the other's EXEC answer null, and that one reads the
+markers again.  No shared file system is needed.
 """
 import hashlib
 
@@ -230,6 +249,7 @@ STREAM_READ_OPTIONS = {"path", "stream", "start", "partitions", "fields_list", "
 WRITE_OPTIONS = {"path", "stream", "batch_size"} | NET_OPTIONS
 STREAM_WRITE_OPTIONS = {"path", "stream", "producer", "progress_stream", "checkpointlocation"} | NET_OPTIONS
 BATCH_ID_PROPERTY = "streaming.sql.batchId"       # set by Spark on every micro-batch's tasks
+RUN_ID_PROPERTY = "spark.jobGroup.id"             # the query's runId: Spark's job group of a streaming query
 IGNORED_WRITE_COLUMNS = {"ms", "seq", "ts", "source"}
 
 
@@ -1427,17 +1447,99 @@ def _bytes(v):
 
 
 class XStreamStreamCommit(WriterCommitMessage):
-    """What one task of a micro-batch did: rows added, or skipped because
-    an earlier attempt of the same task had already added them."""
+    """What one task of a micro-batch did: rows added; skipped (an
+    earlier attempt of the same task in the same query run had added
+    them); dropped (rows a replay with another split found already added
+    by the batch's earlier tasks)."""
 
-    def __init__(self, rows, skipped):
-        self.rows, self.skipped = rows, skipped
+    def __init__(self, rows, skipped, dropped=0):
+        self.rows, self.skipped, self.dropped = rows, skipped, dropped
+
+
+DIGEST = 16             # bytes of a row's digest in a sink marker
+
+
+def row_digest(item):
+    """A row's identity in the sink's markers (an ``_item``): 16 bytes of
+    BLAKE2b over its stream, its given ID (none for an automatic one)
+    and its fields, each length-prefixed.  Rows equal in all three are
+    interchangeable: the markers count them (a multiset)."""
+    name, fields, _, given = item
+    parts = [name, b"" if given is None or given == "*" else b"=" + given.encode("utf-8")]
+    parts.extend(fields)
+    return hashlib.blake2b(b"".join([b"%d:%s" % (len(x), x) for x in parts]), digest_size=DIGEST).digest()
+
+
+def _unpack(blob):
+    blob = bytes(blob)
+    return [blob[i:i + DIGEST] for i in range(0, len(blob), DIGEST)]
+
+
+def sink_plan(marks, run, partition, digests, where):
+    """What task ``partition`` of query run ``run`` adds of its rows (their
+    ``digests``, in order), given the markers of its micro-batch already
+    in the progress stream (``marks``: {field: value} each).  None: skip,
+    this task's marker is there (an earlier attempt in the same run);
+    else (which rows to add, as booleans in order, and the fields of
+    this task's marker).
+
+    Per distinct digest d: A[d] rows were added by the batch's markers
+    (all runs), L[d] are covered by this run's markers (its tasks split
+    the batch: they never overlap), and this task holds n[d]; it drops
+    min(n[d], A[d] - L[d]) and adds the rest, so its marker covers
+    n[d] more and the batch's rows never exceed its input: each run that
+    ends adds up to exactly the batch (A >= L holds always, and
+    A = max(A, L + n) after each task).  A marker of an older xs (no
+    ``digests``) is trusted only for the task of its partition with its
+    row count; any other task of that batch fails."""
+    mine = b"".join(sorted(digests))
+    part = b"%d" % partition
+    old = [f for f in marks if b"digests" not in f or b"run" not in f]
+    if old:
+        if any(f.get(b"partition") == part and f.get(b"rows") == b"%d" % len(digests) for f in old):
+            return None
+        raise XStreamError(
+            "%s was partly written by an older xs whose progress markers do not tell which rows it added, and "
+            "task %d (%d rows) does not match one of them: Spark replays it split differently; finish that batch "
+            "with the older xs (same partitions as before), or delete the progress stream and check the output for "
+            "the batch's rows" % (where, partition, len(digests)))
+    added, covered = {}, {}
+    for f in marks:
+        cover = _unpack(f[b"digests"])
+        if f[b"run"] == run:
+            if f.get(b"partition") == part:
+                if f[b"digests"] != mine:
+                    raise XStreamError(
+                        "%s: task %d ran again in the same query run with other rows (%s rows, now %d): the "
+                        "query's input is not replayable; nothing of this attempt was added"
+                        % (where, partition, f.get(b"rows", b"?").decode(), len(digests)))
+                return None
+            for d in cover:
+                covered[d] = covered.get(d, 0) + 1
+        for d in (cover if b"added_digests" not in f else _unpack(f[b"added_digests"])):
+            added[d] = added.get(d, 0) + 1
+    drop = {d: added[d] - covered.get(d, 0) for d in set(digests) if added.get(d, 0) > covered.get(d, 0)}
+    keep = []
+    for d in digests:
+        if drop.get(d):
+            drop[d] -= 1
+            keep.append(False)
+        else:
+            keep.append(True)
+    n = sum(keep)
+    marker = [b"partition", part, b"rows", b"%d" % len(digests), b"added", b"%d" % n, b"run", run,
+              b"digests", mine]
+    if n < len(digests):
+        marker += [b"added_digests", b"".join(sorted(d for d, k in zip(digests, keep) if k))]
+    return keep, marker
 
 
 class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
     """``writeStream.format("xstream")``: each task adds its rows and a
-    progress marker (batch, partition) in ONE write transaction, unless
-    the marker is already there (a retried task or a replayed batch)."""
+    progress marker (batch, query run, partition, its rows' digests) in
+    ONE write transaction; a retried task finds its marker and adds
+    nothing, and a batch replayed after a restart, however split, adds
+    only the rows its earlier tasks did not (``sink_plan``)."""
 
     def __init__(self, options, schema):
         opts = {k: v for k, v in options.items() if k.lower() not in ("producer", "progress_stream",
@@ -1456,20 +1558,29 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
         from pyspark import TaskContext
         ctx = TaskContext.get()
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
-        if batch is None:
-            raise XStreamError("no micro-batch id: the streaming sink runs only inside a streaming query")
-        return self.write_batch(int(batch), ctx.partitionId(), iterator)
+        run = ctx.getLocalProperty(RUN_ID_PROPERTY) if ctx is not None else None
+        if batch is None or not run:
+            raise XStreamError("no micro-batch id or query run id: the streaming sink runs only inside a streaming "
+                               "query")
+        return self.write_batch(int(batch), ctx.partitionId(), iterator, run)
 
-    def write_batch(self, batch, partition, iterator):
+    def write_batch(self, batch, partition, iterator, run=""):
         """Add ``iterator``'s rows as task ``partition`` of micro-batch
-        ``batch``, exactly once however often it is called."""
+        ``batch`` in query run ``run`` (Spark's runId: a restarted query
+        has a new one), exactly once however often it is called and
+        however a replay of the batch splits it."""
         items = [self._item(row) for row in iterator]
         if not items:
             return XStreamStreamCommit(0, False)
+        digests = [row_digest(i) for i in items]
+        run = run.encode("utf-8")
+        where = "micro-batch %d of progress stream %r" % (batch, self.progress)
+
+        def plan(marks):
+            return sink_plan(marks, run, partition, digests, where)
         if self.endpoints:
-            return self._net_write_batch(batch, partition, items)
+            return self._net_write_batch(batch, items, plan)
         progress = self.progress.encode("utf-8")
-        mark = b"%d" % partition
 
         def add_once(tx):
             top = tx.last_generated_id(progress)
@@ -1481,12 +1592,14 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
             if top is not None and top[0] < batch:
                 tx.trim(progress, TrimOptions(strategy="minid", threshold=(batch, 0)))
             done = tx.range(progress, RangeOptions((batch, 0), (batch, ids.U64))) or []
-            if any(dict(zip(f[0::2], f[1::2])).get(b"partition") == mark for _, f in done):
+            todo = plan([{bytes(k): bytes(v) for k, v in zip(f[0::2], f[1::2])} for _, f in done])
+            if todo is None:
                 return XStreamStreamCommit(0, True)
-            _add_rows(tx, items, "this task's %d rows were rolled back" % len(items), bulk)
-            tx.add(progress, [b"partition", mark, b"rows", b"%d" % len(items)],
-                   AddOptions(id=(batch, 0), seq_given=False))
-            return XStreamStreamCommit(len(items), False)
+            keep, marker = todo
+            rows = [i for i, k in zip(items, keep) if k]
+            _add_rows(tx, rows, "this task's %d rows were rolled back" % len(rows), bulk)
+            tx.add(progress, marker, AddOptions(id=(batch, 0), seq_given=False))
+            return XStreamStreamCommit(len(rows), False, len(items) - len(rows))
 
         store = _open(self.path, True)
         try:
@@ -1499,17 +1612,18 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
         finally:
             store.close()
 
-    def _net_write_batch(self, batch, partition, items):
-        """The url mode: the task's rows and its marker in ONE MULTI/EXEC
-        (network.Conn.add_once), atomic on xs serve and on Redis alike."""
+    def _net_write_batch(self, batch, items, plan):
+        """The url mode: the task's rows (those ``plan`` keeps) and its
+        marker in ONE MULTI/EXEC (network.Conn.add_once), atomic on xs
+        serve and on Redis alike."""
         with self.endpoints[0].connect() as conn:
-            added, skipped = conn.add_once(list(map(_net_row, items)), self.progress.encode("utf-8"), batch,
-                                           partition)
-        return XStreamStreamCommit(added, skipped)
+            added, skipped, dropped = conn.add_once(list(map(_net_row, items)), self.progress.encode("utf-8"),
+                                                    batch, plan)
+        return XStreamStreamCommit(added, skipped, dropped)
 
     def commit(self, messages, batchId):
         """Nothing to do: every task committed its own transaction."""
 
     def abort(self, messages, batchId):
         """Nothing to undo: tasks that committed stay, and their markers make
-        the batch's replay skip them."""
+        the batch's replay skip their rows."""
