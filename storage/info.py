@@ -1,90 +1,134 @@
-"""What the introspection verbs return (XINFO, XPENDING's summary): plain
-records with one attribute per fact.  How a fact is named and ordered
-in a Redis reply is the command line's business (xstream_cli/commands/),
-not the engine's.  IDs are ``(ms, seq)``; times are ms.
+"""What the introspection verbs return (XINFO, XPENDING's summary, a
+trim's preview): typed records (dataclasses with slots) with one
+attribute per fact.  How a fact is named and ordered in a Redis reply is
+the command line's business (xstream_cli/commands/), not the engine's.
+IDs are ``(ms, seq)``; times are ms.  A field left out when a record is
+made gets its default (None, or the empty name or count); records
+compare by value and are not hashable.
 """
+from dataclasses import dataclass
+from typing import List, Optional, Tuple, Union
+
+StreamID = Tuple[int, int]
+_record = dataclass(slots=True, eq=True)
 
 
-class _Record:
-    __slots__ = ()
-
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.pop(k, None))
-        if kw:
-            raise TypeError("%s has no field %s" % (type(self).__name__, ", ".join(kw)))
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__))
-
-    def __eq__(self, other):
-        return type(other) is type(self) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable
-
-
-class IdmpInfo(_Record):
+@_record
+class IdmpInfo:
     """A stream's idempotent-producer settings and counters."""
-    __slots__ = ("duration", "maxsize", "pids_tracked", "iids_tracked", "iids_added", "iids_duplicates")
+    duration: Optional[int] = None
+    maxsize: Optional[int] = None
+    pids_tracked: Optional[int] = None
+    iids_tracked: Optional[int] = None
+    iids_added: Optional[int] = None
+    iids_duplicates: Optional[int] = None
 
 
-class StreamInfo(_Record):
+@_record
+class GroupDetail:
+    """One group in XINFO STREAM FULL: ``pending`` rows are (ID, owner
+    name or b"" when NACKed, delivery time or 0, delivery count)."""
+    name: bytes = b""
+    last_delivered_id: Optional[StreamID] = None
+    entries_read: Optional[int] = None
+    lag: Optional[int] = None
+    pel_count: Optional[int] = None
+    nacked_count: Optional[int] = None
+    pending: Optional[list] = None
+    consumers: Optional[list] = None
+
+
+@_record
+class StreamInfo:
     """XINFO STREAM [FULL].  ``idmp`` is None for a stream that never
     used IDMP or XCFGSET.  Without FULL: ``groups`` is a count and
     ``first_entry`` / ``last_entry`` are entries or None; with FULL:
     ``entries`` is a list and ``groups`` a list of GroupDetail."""
-    __slots__ = ("length", "nodes", "last_generated_id", "max_deleted_entry_id", "entries_added",
-                 "recorded_first_entry_id", "idmp", "groups", "first_entry", "last_entry", "entries", "full")
+    length: Optional[int] = None
+    nodes: Optional[int] = None
+    last_generated_id: Optional[StreamID] = None
+    max_deleted_entry_id: Optional[StreamID] = None
+    entries_added: Optional[int] = None
+    recorded_first_entry_id: Optional[StreamID] = None
+    idmp: Optional[IdmpInfo] = None
+    groups: Union[None, int, List[GroupDetail]] = None
+    first_entry: Optional[tuple] = None
+    last_entry: Optional[tuple] = None
+    entries: Optional[list] = None
+    full: Optional[bool] = None
 
 
-class GroupInfo(_Record):
+@_record
+class GroupInfo:
     """One group in XINFO GROUPS (``entries_read`` and ``lag`` None when unknown)."""
-    __slots__ = ("name", "consumers", "pending", "last_delivered_id", "entries_read", "lag")
+    name: bytes = b""
+    consumers: Optional[int] = None
+    pending: Optional[int] = None
+    last_delivered_id: Optional[StreamID] = None
+    entries_read: Optional[int] = None
+    lag: Optional[int] = None
 
 
-class GroupDetail(_Record):
-    """One group in XINFO STREAM FULL: ``pending`` rows are (ID, owner
-    name or b"" when NACKed, delivery time or 0, delivery count)."""
-    __slots__ = ("name", "last_delivered_id", "entries_read", "lag", "pel_count", "nacked_count",
-                 "pending", "consumers")
-
-
-class ConsumerInfo(_Record):
+@_record
+class ConsumerInfo:
     """One consumer in XINFO CONSUMERS (``inactive`` -1: never active)."""
-    __slots__ = ("name", "pending", "idle", "inactive")
+    name: bytes = b""
+    pending: Optional[int] = None
+    idle: Optional[int] = None
+    inactive: Optional[int] = None
 
 
-class ConsumerDetail(_Record):
+@_record
+class ConsumerDetail:
     """One consumer in XINFO STREAM FULL: ``pending`` rows are (ID,
     delivery time, delivery count)."""
-    __slots__ = ("name", "seen_time", "active_time", "pel_count", "pending")
+    name: bytes = b""
+    seen_time: Optional[int] = None
+    active_time: Optional[int] = None
+    pel_count: Optional[int] = None
+    pending: Optional[list] = None
 
 
-class GroupWork(_Record):
+@_record
+class GroupWork:
     """Of some entries of a stream (those a trim or an archive would
     remove), what the group ``group`` has not acknowledged:
     ``undelivered`` (after its last-delivered ID: never read by it) and
     ``pending`` (delivered, not acknowledged)."""
-    __slots__ = ("group", "undelivered", "pending")
+    group: bytes = b""
+    undelivered: int = 0
+    pending: int = 0
 
 
-class TrimPreview(_Record):
+@_record
+class TrimPreview:
     """What trimming one stream would do: ``removed`` of ``length``
     entries (``length`` None: no such stream) by a KEEPREF trim;
     ``unacked``: how many of those some group has not acknowledged (an
     ACKED trim keeps them); ``groups``: a GroupWork for each group with
     such entries among them, in name order."""
-    __slots__ = ("length", "removed", "unacked", "groups")
+    length: Optional[int] = None
+    removed: int = 0
+    unacked: int = 0
+    groups: Optional[List[GroupWork]] = None
 
 
-class PendingSummary(_Record):
+@_record
+class PendingSummary:
     """XPENDING key group: ``first`` / ``last`` None and ``consumers``
     empty when nothing is pending; ``consumers`` is [(name, count)]
     for consumers that own entries."""
-    __slots__ = ("count", "first", "last", "consumers")
+    count: int = 0
+    first: Optional[StreamID] = None
+    last: Optional[StreamID] = None
+    consumers: Optional[List[Tuple[bytes, int]]] = None
 
 
-class PendingRow(_Record):
+@_record
+class PendingRow:
     """XPENDING's extended form (``consumer`` b"" and ``idle`` -1 for a
     NACKed entry)."""
-    __slots__ = ("id", "consumer", "idle", "deliveries")
+    id: Optional[StreamID] = None
+    consumer: bytes = b""
+    idle: Optional[int] = None
+    deliveries: Optional[int] = None

@@ -9,21 +9,36 @@ Txn surface because no Redis command needs them.
 writes, and nothing here knows about output.
 """
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 from storage import codec
-from storage.info import GroupWork, TrimPreview, _Record
+from storage.info import GroupWork, TrimPreview
 
 __all__ = ["GroupWork", "Overview", "TrimPreview", "store_overview", "trim_preview"]
 
 
-class Overview(_Record):
+@dataclass(slots=True, eq=True)
+class Overview:
     """xs info.  Sizes are bytes; ``readers`` are the LMDB reader slots
     held by other live processes, ``reading`` those of them inside a
     read transaction now, ``stale_readers`` slots left by processes that
     died (LMDB clears them when a writer needs the space)."""
-    __slots__ = ("path", "format", "code_format", "streams", "entries", "file_size", "disk_usage",
-                 "used_size", "map_size", "page_size", "last_txn", "max_readers", "readers", "reading",
-                 "stale_readers")
+    path: str
+    format: Optional[int]
+    code_format: int
+    streams: int
+    entries: int
+    file_size: Optional[int]
+    disk_usage: Optional[int]
+    used_size: int
+    map_size: int
+    page_size: int
+    last_txn: int
+    max_readers: int
+    readers: int
+    reading: int
+    stale_readers: int
 
 
 # ------------------------------------------------------------------ trimming
