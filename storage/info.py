@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
 
 StreamID = Tuple[int, int]
-_record = dataclass(slots=True, eq=True)
 
 
-@_record
+@dataclass(slots=True)
 class IdmpInfo:
     """A stream's idempotent-producer settings and counters."""
     duration: Optional[int] = None
@@ -24,7 +23,7 @@ class IdmpInfo:
     iids_duplicates: Optional[int] = None
 
 
-@_record
+@dataclass(slots=True)
 class GroupDetail:
     """One group in XINFO STREAM FULL: ``pending`` rows are (ID, owner
     name or b"" when NACKed, delivery time or 0, delivery count)."""
@@ -38,7 +37,7 @@ class GroupDetail:
     consumers: Optional[list] = None
 
 
-@_record
+@dataclass(slots=True)
 class StreamInfo:
     """XINFO STREAM [FULL].  ``idmp`` is None for a stream that never
     used IDMP or XCFGSET.  Without FULL: ``groups`` is a count and
@@ -58,7 +57,7 @@ class StreamInfo:
     full: Optional[bool] = None
 
 
-@_record
+@dataclass(slots=True)
 class GroupInfo:
     """One group in XINFO GROUPS (``entries_read`` and ``lag`` None when unknown)."""
     name: bytes = b""
@@ -69,7 +68,7 @@ class GroupInfo:
     lag: Optional[int] = None
 
 
-@_record
+@dataclass(slots=True)
 class ConsumerInfo:
     """One consumer in XINFO CONSUMERS (``inactive`` -1: never active)."""
     name: bytes = b""
@@ -78,7 +77,7 @@ class ConsumerInfo:
     inactive: Optional[int] = None
 
 
-@_record
+@dataclass(slots=True)
 class ConsumerDetail:
     """One consumer in XINFO STREAM FULL: ``pending`` rows are (ID,
     delivery time, delivery count)."""
@@ -89,7 +88,7 @@ class ConsumerDetail:
     pending: Optional[list] = None
 
 
-@_record
+@dataclass(slots=True)
 class GroupWork:
     """Of some entries of a stream (those a trim or an archive would
     remove), what the group ``group`` has not acknowledged:
@@ -100,7 +99,7 @@ class GroupWork:
     pending: int = 0
 
 
-@_record
+@dataclass(slots=True)
 class TrimPreview:
     """What trimming one stream would do: ``removed`` of ``length``
     entries (``length`` None: no such stream) by a KEEPREF trim;
@@ -113,7 +112,7 @@ class TrimPreview:
     groups: Optional[List[GroupWork]] = None
 
 
-@_record
+@dataclass(slots=True)
 class PendingSummary:
     """XPENDING key group: ``first`` / ``last`` None and ``consumers``
     empty when nothing is pending; ``consumers`` is [(name, count)]
@@ -124,7 +123,7 @@ class PendingSummary:
     consumers: Optional[List[Tuple[bytes, int]]] = None
 
 
-@_record
+@dataclass(slots=True)
 class PendingRow:
     """XPENDING's extended form (``consumer`` b"" and ``idle`` -1 for a
     NACKed entry)."""
