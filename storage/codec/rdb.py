@@ -33,6 +33,9 @@ reader ever trusts a length before checking it against what is there.
 Public names begin with ``rdb_`` / ``RDB_`` / ``Rdb`` (storage.codec
 re-exports them on first use).
 """
+import io
+import os
+import stat
 import struct
 
 from storage.codec.keys import listpack_int
@@ -82,7 +85,35 @@ _I32LE = struct.Struct("<i")
 
 
 class RdbError(Exception):
-    """Not valid Redis serialization (the message says what, for a person)."""
+    """Not valid Redis serialization (the message says what, for a person;
+    ``offset``: the byte it is about, when the message is not about the
+    reader's position)."""
+
+    def __init__(self, message, offset=None):
+        super().__init__(message)
+        self.offset = offset
+
+
+# Bounds on what a reader expands, checked before it expands anything.
+#
+# * LZF: a back reference is at most 3 bytes (control, length, offset)
+#   and copies at most 7 + 255 + 2 = 264 bytes; a literal run of n bytes
+#   costs n + 1.  No LZF data expands more than 88-fold, so an announced
+#   length over 88 times the compressed one is refused before anything
+#   is allocated (Redis would try the allocation and fail).
+# * A stream node's listpack: at most 1 GB, LISTPACK_MAX_SAFETY_SIZE of
+#   listpack.c -- lpSafeToAdd refuses to grow a listpack past it, so no
+#   Redis makes a larger node (stream-node-max-bytes, default 4096, can
+#   be set higher, but a node only passes it by its one last entry, and
+#   an entry is bounded by that same 1 GB).  A smaller bound would refuse
+#   valid payloads (one entry with a 100 MB field is a node over 64 MB).
+#   What a node costs here beyond its own bytes is its master field
+#   names and one entry at a time: listpacks are walked in place, never
+#   turned into an object per element.
+# * Strings of the types xs does not hold are never decompressed: an LZF
+#   string is skipped by its compressed length.
+RDB_LZF_MAX_RATIO = 88
+RDB_LISTPACK_MAX = 1 << 30
 
 
 def rdb_type_name(t):
@@ -185,6 +216,16 @@ def rdb_lzf_decompress(data, out_len):
     if len(out) != out_len:
         raise RdbError("Invalid LZF compressed string")
     return bytes(out)
+
+
+def _lzf_lengths(clen, ulen, limit=None):
+    """Refuse (before anything is read or allocated) an LZF string whose
+    announced length its compressed length cannot produce, or over
+    ``limit``."""
+    if limit is not None and ulen > limit:
+        raise RdbError("a string of %d bytes is over the %d-byte limit" % (ulen, limit))
+    if ulen == 0 or clen == 0 or ulen > clen * RDB_LZF_MAX_RATIO:
+        raise RdbError("invalid LZF compressed string")
 
 
 # ==================================================================== writing
@@ -294,78 +335,134 @@ def rdb_listpack(elements):
     return bytes(blob)
 
 
-def rdb_listpack_items(blob):
-    """The elements of a listpack, each (value, encoded size with its
-    back-length): value an int, or bytes.  Checks the header (total
-    bytes, element count unless unknown), every element's encoding and
-    back-length, and the end byte (lpValidateIntegrity, deep)."""
+_PAST = "listpack element runs past the end or has a wrong back-length"
+
+
+def _lp_head(blob):
+    """Check a listpack's header (total bytes) and end byte; its element
+    count (65535: unknown)."""
     n = len(blob)
     if n < 7:
         raise RdbError("listpack shorter than its header")
     total = _U32LE.unpack_from(blob, 0)[0]
-    count = _U16LE.unpack_from(blob, 4)[0]
     if total != n:
         raise RdbError("listpack header says %d bytes, it has %d" % (total, n))
     if blob[n - 1] != 0xFF:
         raise RdbError("listpack does not end with its end byte")
+    return _U16LE.unpack_from(blob, 4)[0]
+
+
+def _lp_next(blob, p, end):
+    """The element at ``p`` (< ``end``, the end byte's position) of a
+    listpack: (value, position of the next), its encoding and back-length
+    checked; value an int, or bytes."""
+    b = blob[p]
+    if b < 0x80:                             # the common small integer
+        if p + 1 >= end or blob[p + 1] != 1:
+            raise RdbError(_PAST)
+        return b, p + 2
+    if b < 0xC0:
+        ln = b & 0x3F
+        v, size = blob[p + 1:p + 1 + ln], 1 + ln
+    elif b < 0xE0:
+        if p + 1 >= end:
+            raise RdbError("listpack element runs past the end")
+        v = ((b & 0x1F) << 8) | blob[p + 1]
+        if v >= 4096:
+            v -= 8192
+        size = 2
+    elif b < 0xF0:
+        if p + 1 >= end:
+            raise RdbError("listpack element runs past the end")
+        ln = ((b & 0x0F) << 8) | blob[p + 1]
+        v, size = blob[p + 2:p + 2 + ln], 2 + ln
+    elif b == 0xF0:
+        if p + 5 > end:
+            raise RdbError("listpack element runs past the end")
+        ln = _U32LE.unpack_from(blob, p + 1)[0]
+        if p + 5 + ln > end:
+            raise RdbError(_PAST)
+        v, size = blob[p + 5:p + 5 + ln], 5 + ln
+    elif b <= 0xF4:
+        w = (2, 3, 4, 8)[b - 0xF1]
+        if p + 1 + w > end:
+            raise RdbError("listpack element runs past the end")
+        v = int.from_bytes(blob[p + 1:p + 1 + w], "little", signed=True)
+        size = 1 + w
+    else:
+        raise RdbError("bad listpack element encoding 0x%02x" % b)
+    q = p + size
+    if size <= 127:
+        if q >= end or blob[q] != size:
+            raise RdbError(_PAST)
+        return v, q + 1
+    bl = _lp_backlen(size)
+    if q + len(bl) > end or blob[q:q + len(bl)] != bl:
+        raise RdbError(_PAST)
+    return v, q + len(bl)
+
+
+def _lp_skip(blob, p, end):
+    """``_lp_next`` without the value: the position of the next element."""
+    b = blob[p]
+    if b < 0x80:
+        if p + 1 >= end or blob[p + 1] != 1:
+            raise RdbError(_PAST)
+        return p + 2
+    if b < 0xC0:
+        size = 1 + (b & 0x3F)
+    elif b < 0xF0:
+        if p + 1 >= end:
+            raise RdbError("listpack element runs past the end")
+        size = 2 if b < 0xE0 else 2 + (((b & 0x0F) << 8) | blob[p + 1])
+    elif b == 0xF0:
+        if p + 5 > end:
+            raise RdbError("listpack element runs past the end")
+        size = 5 + _U32LE.unpack_from(blob, p + 1)[0]
+    elif b <= 0xF4:
+        size = 1 + (2, 3, 4, 8)[b - 0xF1]
+    else:
+        raise RdbError("bad listpack element encoding 0x%02x" % b)
+    q = p + size
+    if size <= 127:
+        if q >= end or blob[q] != size:
+            raise RdbError(_PAST)
+        return q + 1
+    bl = _lp_backlen(size)
+    if q + len(bl) > end or blob[q:q + len(bl)] != bl:
+        raise RdbError(_PAST)
+    return q + len(bl)
+
+
+def rdb_listpack_items(blob):
+    """The elements of a listpack, each (value, encoded size with its
+    back-length): value an int, or bytes.  Checks the header (total
+    bytes, element count unless unknown), every element's encoding and
+    back-length, and the end byte (lpValidateIntegrity, deep).  (A list:
+    for small listpacks and tests; streams walk theirs in place.)"""
+    count = _lp_head(blob)
     out = []
     p = 6
-    end = n - 1
-    append = out.append
+    end = len(blob) - 1
     while p < end:
-        b = blob[p]
-        if b < 0x80:                         # the common small integer: inline
-            if p + 1 >= end or blob[p + 1] != 1:
-                raise RdbError("listpack element runs past the end or has a wrong back-length")
-            append((b, 2))
-            p += 2
-            continue
-        if b < 0xC0:
-            ln = b & 0x3F
-            v, size = blob[p + 1:p + 1 + ln], 1 + ln
-        elif b < 0xE0:
-            if p + 1 >= end:
-                raise RdbError("listpack element runs past the end")
-            v = ((b & 0x1F) << 8) | blob[p + 1]
-            if v >= 4096:
-                v -= 8192
-            size = 2
-        elif b < 0xF0:
-            if p + 1 >= end:
-                raise RdbError("listpack element runs past the end")
-            ln = ((b & 0x0F) << 8) | blob[p + 1]
-            v, size = blob[p + 2:p + 2 + ln], 2 + ln
-        elif b == 0xF0:
-            if p + 5 > end:
-                raise RdbError("listpack element runs past the end")
-            ln = _U32LE.unpack_from(blob, p + 1)[0]
-            v, size = blob[p + 5:p + 5 + ln], 5 + ln
-        elif 0xF1 <= b <= 0xF4:
-            w = (2, 3, 4, 8)[b - 0xF1]
-            if p + 1 + w > end:
-                raise RdbError("listpack element runs past the end")
-            v = int.from_bytes(blob[p + 1:p + 1 + w], "little", signed=True)
-            size = 1 + w
-        else:
-            raise RdbError("bad listpack element encoding 0x%02x" % b)
-        q = p + size
-        if size <= 127:
-            if q >= end or blob[q] != size:
-                raise RdbError("listpack element runs past the end or has a wrong back-length")
-            append((v, size + 1))
-            p = q + 1
-            continue
-        bl = _lp_backlen(size)
-        if q + len(bl) > end or blob[q:q + len(bl)] != bl:
-            raise RdbError("listpack element runs past the end or has a wrong back-length")
-        append((v, size + len(bl)))
-        p = q + len(bl)
+        v, q = _lp_next(blob, p, end)
+        out.append((v, q - p))
+        p = q
     if count != 65535 and count != len(out):
         raise RdbError("listpack header says %d elements, it has %d" % (count, len(out)))
     return out
 
 
 # ==================================================================== reading
+
+def _file_size(f):
+    """The size of a regular file ``f`` (None if it is not one)."""
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
 
 class RdbReader:
     """Reads Redis's encodings from bytes (a DUMP payload) or from a
@@ -377,6 +474,7 @@ class RdbReader:
     def __init__(self, data=None, f=None, checksum=False, progress=None):
         self.f = f
         self.buf = bytes(data) if data is not None else b""
+        self.size = len(self.buf) if f is None else _file_size(f)    # None: not known
         self.pos = 0
         self.base = 0             # file offset of buf[0]
         self.checksum = checksum
@@ -393,22 +491,27 @@ class RdbReader:
         have = len(self.buf) - self.pos
         if have >= need:
             return
-        if self.f is None:
-            raise RdbError("the data ends early (at byte %d, %d more wanted)" % (self.offset() + have, need - have))
+        if self.size is not None and self.offset() + need > self.size:
+            self._short(self.size)                    # before reading (or allocating) any of it
         if self.checksum:
             self._crc = rdb_crc64(memoryview(self.buf)[self._crc_pos:self.pos], self._crc)
         parts = [self.buf[self.pos:]]
         self.base += self.pos
+        self.buf = parts[0]
+        self.pos = self._crc_pos = 0
         while have < need:
             chunk = self.f.read(max(self.CHUNK, min(need - have, self.CHUNK * 16)))
             if not chunk:
-                raise RdbError("the file ends early (at byte %d)" % (self.base + have))
+                self.buf = b"".join(parts)
+                self._short(self.base + have)
             parts.append(chunk)
             have += len(chunk)
         self.buf = b"".join(parts)
-        self.pos = self._crc_pos = 0
         if self.progress is not None:
             self.progress(self.base)
+
+    def _short(self, end):
+        raise RdbError("the %s ends early" % ("data" if self.f is None else "file"), offset=end)
 
     def read(self, n):
         self._fill(n)
@@ -472,11 +575,7 @@ class RdbReader:
             if v == 3:
                 clen = self.length()
                 ulen = self.length()
-                if limit is not None and ulen > limit:
-                    raise RdbError("a string of %d bytes is over the %d-byte limit" % (ulen, limit))
-                if ulen == 0 or clen == 0 or ulen > (clen + 1) * 264:      # LZF expands at most 264-fold
-                    raise RdbError("invalid LZF compressed string")
-                self._fill(clen)
+                _lzf_lengths(clen, ulen, limit)
                 return rdb_lzf_decompress(self.read(clen), ulen)
             raise RdbError("unknown string encoding %d" % v)
         if limit is not None and v > limit:
@@ -484,23 +583,26 @@ class RdbReader:
         return self.read(v)
 
     def skip_string(self):
-        """Read over a string (checked as ``string`` does, not kept)."""
+        """Read over a string: its framing checked as ``string`` does, an
+        LZF one not decompressed (its lengths checked, its compressed
+        bytes skipped)."""
         v, enc = self.length_or_encoding()
         if not enc:
-            self.read(v) if v < self.CHUNK else self._skip(v)
+            self._skip(v)
             return
         if v == 3:
             clen = self.length()
             ulen = self.length()
-            if ulen == 0 or clen == 0 or ulen > (clen + 1) * 264:
-                raise RdbError("invalid LZF compressed string")
-            rdb_lzf_decompress(self.read(clen), ulen)
+            _lzf_lengths(clen, ulen)
+            self._skip(clen)
         elif v in (0, 1, 2):
             self.read((1, 2, 4)[v])
         else:
             raise RdbError("unknown string encoding %d" % v)
 
     def _skip(self, n):
+        if self.size is not None and self.offset() + n > self.size:
+            self._short(self.size)
         while n:
             k = min(n, self.CHUNK)
             self.read(k)
@@ -541,47 +643,100 @@ def rdb_stream_node(master, blob):
     (the listpack without its two count elements), ID of its last entry,
     deleted or not, master field names).  Checks the layout as
     streamValidateListpackIntegrity does (deep), that the counts agree
-    with the entries, and that IDs ascend from the master ID."""
-    items = rdb_listpack_items(blob)
-    vals = [v for v, _ in items]
-    k = len(vals)
-    if k < 4:
+    with the entries, and that IDs ascend from the master ID -- all of it
+    here, walking the listpack in place.  The entries are a
+    ``RdbNodeEntries``: a sequence that walks the listpack again each time
+    it is iterated, one entry at a time (the node's elements are never
+    all objects at once)."""
+    count = _lp_head(blob)
+    end = len(blob) - 1
+    if end <= 6:
         raise RdbError("stream listpack without a master entry")
-    live, deleted, nf = _lp_integer(vals[0]), _lp_integer(vals[1]), _lp_integer(vals[2])
-    if live < 0 or deleted < 0 or nf < 0 or 3 + nf >= k:
+    live, p = _lp_next(blob, 6, end)
+    if p >= end:
+        raise RdbError("stream listpack without a master entry")
+    deleted, p = _lp_next(blob, p, end)
+    body = len(blob) - (p - 6)
+    if p >= end:
+        raise RdbError("stream listpack without a master entry")
+    nf, p = _lp_next(blob, p, end)
+    live, deleted, nf = _lp_integer(live), _lp_integer(deleted), _lp_integer(nf)
+    if live < 0 or deleted < 0 or nf < 0 or (end - p) // 2 <= nf:      # an element is at least 2 bytes
         raise RdbError("bad stream listpack master entry")
-    names = [_text(v) for v in vals[3:3 + nf]]
-    if _lp_integer(vals[3 + nf]) != 0:
+    names = []
+    for _ in range(nf):
+        v, p = _lp_next(blob, p, end)
+        names.append(_text(v))
+    if p >= end:
+        raise RdbError("bad stream listpack master entry")
+    v, p = _lp_next(blob, p, end)
+    if _lp_integer(v) != 0:
         raise RdbError("stream listpack master entry without its terminator")
-    p = 4 + nf
-    entries = []
+    first = p
+    elements = 4 + nf
     seen_live = seen_deleted = 0
     last = prev_live = None
+    mms, mseq = master
     for _ in range(live + deleted):
-        if p + 4 > k:                      # flags, ms and seq deltas, and at least the lp-count
+        if p >= end:
             raise RdbError("stream listpack ends inside an entry")
-        flags = _lp_integer(vals[p])
-        i = (_add_delta(master[0], _lp_integer(vals[p + 1])), _add_delta(master[1], _lp_integer(vals[p + 2])))
-        p += 3
+        b = blob[p]
+        if b < 0x80 and p + 1 < end and blob[p + 1] == 1:       # small integers: inline
+            flags = b
+            p += 2
+        else:
+            flags, p = _lp_next(blob, p, end)
+        if type(flags) is not int:
+            flags = _lp_integer(flags)
+        if p >= end:
+            raise RdbError("stream listpack ends inside an entry")
+        b = blob[p]
+        if b < 0x80 and p + 1 < end and blob[p + 1] == 1:       # small integers: inline
+            d = b
+            p += 2
+        else:
+            d, p = _lp_next(blob, p, end)
+        ms = (mms + (d if type(d) is int else _lp_integer(d))) % _U64
+        if p >= end:
+            raise RdbError("stream listpack ends inside an entry")
+        b = blob[p]
+        if b < 0x80 and p + 1 < end and blob[p + 1] == 1:       # small integers: inline
+            d = b
+            p += 2
+        else:
+            d, p = _lp_next(blob, p, end)
+        i = (ms, (mseq + (d if type(d) is int else _lp_integer(d))) % _U64)
         if flags & STREAM_ITEM_FLAG_SAMEFIELDS:
             n = nf
-            if p + n >= k:
-                raise RdbError("stream listpack ends inside an entry")
-            fields = [None] * (2 * n)
-            fields[0::2] = names
-            fields[1::2] = [_text(v) for v in vals[p:p + n]]
-            p += n
             want = n + 3
         else:
-            n = _lp_integer(vals[p])
-            if n < 0 or p + 1 + 2 * n >= k:
+            if p >= end:
                 raise RdbError("stream listpack ends inside an entry")
-            fields = [_text(v) for v in vals[p + 1:p + 1 + 2 * n]]
-            p += 1 + 2 * n
-            want = 2 * n + 4
-        if _lp_integer(vals[p]) != want:
+            n, p = _lp_next(blob, p, end)
+            n = _lp_integer(n)
+            if n < 0 or (end - p) // 2 <= 2 * n:
+                raise RdbError("stream listpack ends inside an entry")
+            n *= 2
+            want = n + 4
+            elements += 1
+        for _ in range(n):
+            if p >= end:
+                raise RdbError("stream listpack ends inside an entry")
+            if blob[p] < 0x80 and p + 1 < end and blob[p + 1] == 1:
+                p += 2
+            else:
+                p = _lp_skip(blob, p, end)
+        if p >= end:
+            raise RdbError("stream listpack ends inside an entry")
+        b = blob[p]
+        if b < 0x80 and p + 1 < end and blob[p + 1] == 1:       # small integers: inline
+            v = b
+            p += 2
+        else:
+            v, p = _lp_next(blob, p, end)
+        if (v if type(v) is int else _lp_integer(v)) != want:
             raise RdbError("stream listpack entry with a wrong element count")
-        p += 1
+        elements += n + 4
         if i < master:
             raise RdbError("stream listpack entry before its node's master ID")
         last = i
@@ -592,15 +747,81 @@ def rdb_stream_node(master, blob):
             raise RdbError("stream listpack entries out of order")
         prev_live = i
         seen_live += 1
-        entries.append((i, fields))
-    if p != k:
+    if p != end:
         raise RdbError("stream listpack holds more than its entries")
+    if count != 65535 and count != elements:
+        raise RdbError("listpack header says %d elements, it has %d" % (count, elements))
     if seen_live != live or seen_deleted != deleted:
         raise RdbError("stream listpack counts do not match its entries")
     if last is None:
         last = master
-    body = len(blob) - items[0][1] - items[1][1]
-    return entries, live, deleted, body, last, tuple(names)
+    names = tuple(names)
+    return RdbNodeEntries(master, blob, first, live + deleted, live, names), live, deleted, body, last, names
+
+
+class RdbNodeEntries:
+    """The live entries [(ID, fields)] of a checked stream node, read from
+    its listpack as they are iterated (``rdb_stream_node``).  Compares
+    equal to the list of them."""
+
+    __slots__ = ("master", "blob", "start", "total", "live", "names")
+
+    def __init__(self, master, blob, start, total, live, names):
+        self.master, self.blob, self.start, self.total, self.live, self.names = master, blob, start, total, live, names
+
+    def __len__(self):
+        return self.live
+
+    def __iter__(self):
+        blob, p, names = self.blob, self.start, self.names
+        end = len(blob) - 1
+        mms, mseq = self.master
+        nxt = _lp_next
+        nf = len(names)
+        for _ in range(self.total):
+            flags, p = nxt(blob, p, end)
+            flags = _lp_integer(flags)
+            d, p = nxt(blob, p, end)
+            ms = (mms + _lp_integer(d)) % _U64
+            d, p = nxt(blob, p, end)
+            i = (ms, (mseq + _lp_integer(d)) % _U64)
+            if flags & STREAM_ITEM_FLAG_DELETED:
+                n = nf if flags & STREAM_ITEM_FLAG_SAMEFIELDS else 2 * _lp_integer(nxt(blob, p, end)[0])
+                if not flags & STREAM_ITEM_FLAG_SAMEFIELDS:
+                    p = _lp_skip(blob, p, end)
+                for _ in range(n + 1):
+                    if blob[p] < 0x80:
+                        p += 2
+                    else:
+                        p = _lp_skip(blob, p, end)
+                continue
+            if flags & STREAM_ITEM_FLAG_SAMEFIELDS:
+                fields = [None] * (2 * nf)
+                fields[0::2] = names
+                for k in range(1, 2 * nf, 2):
+                    v, p = nxt(blob, p, end)
+                    fields[k] = v if type(v) is not int else str(v).encode()
+            else:
+                n, p = nxt(blob, p, end)
+                fields = []
+                for _ in range(2 * _lp_integer(n)):
+                    v, p = nxt(blob, p, end)
+                    fields.append(v if type(v) is not int else str(v).encode())
+            p = _lp_skip(blob, p, end)
+            yield i, fields
+
+    def __getitem__(self, k):
+        return list(self)[k]
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, RdbNodeEntries)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self):
+        return repr(list(self))
 
 
 def rdb_stream_events(r, rdbtype):
@@ -630,7 +851,7 @@ def rdb_stream_events(r, rdbtype):
         if len(key) != 16:
             raise RdbError("stream node key entry is not the size of a stream ID")
         master = _ID.unpack(key)
-        blob = r.string(limit=1 << 32)
+        blob = r.string(limit=RDB_LISTPACK_MAX)
         entries, live, deleted, body, last, names = rdb_stream_node(master, blob)
         if prev_master is not None and (master <= prev_master or master <= prev_last):
             raise RdbError("stream nodes out of order or overlapping")
@@ -940,7 +1161,7 @@ def rdb_next(r, version):
             key = r.string(limit=1 << 30)
             return "key", db, t, key, expire
         else:
-            raise RdbError("unknown RDB opcode or object type %d at byte %d" % (t, r.offset() - 1))
+            raise RdbError("unknown RDB opcode or object type %d" % t, offset=r.offset() - 1)
 
 
 def rdb_file_expire(ms):

@@ -70,7 +70,10 @@ class Skipped:
 
 
 def _bad(e, r):
-    return SnapshotError("not a valid RDB file: %s (at byte %d)" % (e, r.offset()))
+    """One offset: the error's own (where the file ends, for a short one)
+    or where the reader stopped."""
+    at = e.offset if getattr(e, "offset", None) is not None else r.offset()
+    return SnapshotError("not a valid RDB file: %s (at byte %d)" % (e, at))
 
 
 def _read(path, tx, replace, progress, size):
@@ -127,6 +130,8 @@ def _read(path, tx, replace, progress, size):
                 codec.rdb_skip_value(r, t)
         except codec.RdbError as e:
             raise _bad(e, r)
+        except MemoryError:
+            raise SnapshotError("not enough memory to read the RDB file (at byte %d)" % r.offset())
     st.bytes = size or 0
     return st, sk
 

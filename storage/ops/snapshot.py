@@ -370,6 +370,8 @@ class _Reader:
         self.h.update(memoryview(self.buf)[self.hpos:self.pos])
         parts = [self.buf[self.pos:]]
         self.offset += self.pos
+        self.buf = parts[0]                  # tell() stays right if the file ends here
+        self.pos = self.hpos = 0
         while avail < need:
             chunk = self.f.read(max(CHUNK, min(need - avail, CHUNK * 16)))
             if not chunk:
@@ -377,7 +379,6 @@ class _Reader:
             parts.append(chunk)
             avail += len(chunk)
         self.buf = b"".join(parts)
-        self.pos = self.hpos = 0
         if self.progress is not None:
             self.progress(self.offset)
 

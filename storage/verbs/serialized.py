@@ -18,9 +18,10 @@ refuses a stream with NACKed entries rather than drop them.
 
 In (RESTORE, ``xs restore`` of an RDB file): types 15, 19 and 21 (Redis
 5 to 8.0), RDB versions up to 12.  The payload is read whole and
-checked (storage.codec.rdb) before anything changes; its entries and
-groups go through the loader, and the node table is then made the
-payload's listpacks, deleted entries counted, as Redis keeps them.
+checked (storage.codec.rdb) before anything changes -- one node at a
+time, nothing of it kept -- then read again as its entries and groups
+go through the loader, and the node table is then made the payload's
+listpacks, deleted entries counted, as Redis keeps them.
 """
 from storage import errors
 from storage.codec import decode_entry
@@ -130,9 +131,16 @@ def restore(p, name, payload, o):
                 raise errors.bad_data_format()
             R.rdb_skip_value(r, t)
             raise errors.restore_not_stream(R.rdb_type_name(t))
-        events = list(R.rdb_stream_events(r, t))
+        # the whole value checked first, one node at a time (nothing kept);
+        # read again below as it is loaded
+        R.rdb_skip_value(r, t)
     except R.RdbError:
         raise errors.bad_data_format()
+    except MemoryError:                # as Redis, whose rdbLoad takes a failed allocation for bad data
+        raise errors.bad_data_format()
+    r = R.rdb_payload_reader(payload)
+    r.byte()
+    events = R.rdb_stream_events(r, t)
     if ttl and not o.absttl:
         ttl += p.now                   # past 2^63-1 it wraps negative in Redis: expired at once
     if ttl and (ttl <= p.now or ttl > I64):
@@ -142,7 +150,7 @@ def restore(p, name, payload, o):
         return
     try:
         load_stream(p, name, events, True, "RESTORE", ttl or None)
-    except LoadError:
+    except (LoadError, R.RdbError, MemoryError):
         raise errors.bad_data_format()
 
 
@@ -177,9 +185,9 @@ def _records(name, events, nodes, where, expire_at):
         if kind == "node":
             _, master, entries, nlive, deleted, body, last, names = ev
             for i, fields in entries:
+                if first is None:
+                    first = i
                 yield "entry", where, name, i, fields
-            if entries and first is None:
-                first = entries[0][0]
             live += nlive
             nodes.append(_nodes.Node(master, nlive, deleted, body, last, names))
         elif kind == "meta":
