@@ -37,7 +37,6 @@ a detail of Redis's memory layout was preferred to carrying nodes.
 """
 import hashlib
 import os
-import tempfile
 import time
 from itertools import chain
 
@@ -45,6 +44,7 @@ import msgpack
 
 from storage import codec
 from storage.errors import RedisError
+from storage.files import write_atomically
 from storage.ids import MIN_ID, U64, fmt
 from storage.txn import StoreFailure
 from storage.verbs.dump import CorruptStore
@@ -237,112 +237,16 @@ def save_to_path(store, path, streams=None, progress=None):
 def write_to_path(path, write):
     """``write(f)`` into ``path`` through a temporary file (mode 0600) in
     the same directory, fsynced and renamed into place, the directory
-    fsynced; its result.  Any failure leaves ``path`` as it was and no
-    temporary file (xs save, xs save --format rdb)."""
-    d = os.path.dirname(os.path.abspath(path))
+    fsynced (storage.files.write_atomically); its result.  Any failure
+    leaves ``path`` as it was and no temporary file (xs save, xs save
+    --format rdb)."""
     try:
-        fd, tmp = temp_file(d, ".%s." % os.path.basename(path), ".tmp")
+        return write_atomically(path, write)
     except OSError as e:
         raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            result = write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        try:
-            dfd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
-        return result
-    except OSError as e:
-        _unlink(tmp)
-        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
-    except BaseException:
-        _unlink(tmp)
-        raise
 
 
-def _unlink(p):
-    try:
-        os.unlink(p)
-    except OSError:
-        pass
 
-
-# ============================================================ temporary files
-
-STALE_TEMP_S = 3600      # a temporary file untouched this long is left over
-
-
-def temp_file(d, prefix, suffix):
-    """``tempfile.mkstemp`` in the directory ``d``, named
-    ``<prefix><pid>-<random><suffix>`` (O_EXCL, 0600), after removing
-    the left-overs of killed runs (``sweep_temp``).  Returns (fd, path)."""
-    sweep_temp(d, prefix, suffix)
-    return tempfile.mkstemp(prefix="%s%d-" % (prefix, os.getpid()), suffix=suffix, dir=d)
-
-
-def sweep_temp(d, prefix, suffix, now=None):
-    """Remove from ``d`` the temporary files of xs runs that were killed
-    (``xs save FILE``, ``xs restore -``, ``xs export -o FILE``): only
-    names xs itself makes (``temp_file``, or ``<prefix><8 random><suffix>``
-    from an older xs), only regular files of this user, never through a
-    link, and only if the process named in the file name is gone or the
-    file has not been written to for STALE_TEMP_S seconds.  Best
-    effort: returns the names removed."""
-    import re
-    import stat
-    pat = re.compile(re.escape(prefix) + r"(?:([0-9]{1,10})-)?[a-z0-9_]{8}" + re.escape(suffix) + r"\Z")
-    removed = []
-    try:
-        dfd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return removed
-    try:
-        now = time.time() if now is None else now
-        euid = os.geteuid()
-        for name in os.listdir(dfd):
-            m = pat.match(name)
-            if m is None:
-                continue
-            try:
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != euid:
-                continue
-            stale = now - st.st_mtime > STALE_TEMP_S
-            if not stale and m.group(1) is not None:
-                stale = _gone(int(m.group(1)))
-            if stale:
-                try:
-                    os.unlink(name, dir_fd=dfd)
-                    removed.append(name)
-                except OSError:
-                    pass
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-    return removed
-
-
-def _gone(pid):
-    """Whether no process ``pid`` exists (ours is never gone)."""
-    if pid == os.getpid() or not 0 < pid < (1 << 31):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        pass
-    return False
 
 
 # ===================================================================== read

@@ -471,7 +471,7 @@ def test_a_killed_restore_from_stdin_leaves_a_file_the_next_one_removes(tmp_path
 
 
 def test_only_stale_files_of_xs_own_naming_are_swept_and_links_never_followed(tmp_path):
-    from storage.ops.snapshot import STALE_TEMP_S, sweep_temp
+    from storage.files import STALE_TEMP_S, sweep_temp
     d = tmp_path / "d"
     d.mkdir()
     elsewhere = tmp_path / "elsewhere"

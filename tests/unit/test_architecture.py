@@ -231,6 +231,8 @@ SURFACE_EXCEPTIONS = {
     ("storage.ops.exchange", "storage.verbs.load"): "LoadError and Stats: the records of the one load path",
     ("storage.ops.snapshot", "storage.verbs.dump"): "CorruptStore: the error a dump raises",
     ("storage.ops.snapshot", "storage.verbs.load"): "LoadError, Stats, all_bytes: the one load path's records",
+    ("storage.ops.snapshot", "storage.files"): "write_atomically: the one way a file is replaced",
+    ("storage.spark.archive.manifest", "storage.files"): "write_atomically: the one way a file is replaced",
     ("storage.spark.archive.directory", "storage.files"):
         "unsafe_reason: the archive directory is held to the rule of the store's own files",
 }
@@ -488,3 +490,17 @@ def test_only_the_transaction_reaches_its_private_read_and_write_paths():
     ``._write(`` appear in storage/txn.py alone."""
     users = {path for path, src in _sources("storage", "xstream_cli") if "._read(" in src or "._write(" in src}
     assert users == {"storage/txn.py"}
+
+
+def test_a_plain_xadd_is_recognised_in_one_place():
+    """Script mode and xs serve both ask commands.plain_add whether a
+    command is a plain ``XADD key * f v ...`` the batch driver adds in
+    runs; nothing else tests argv for it."""
+    users = set()
+    for path, src in _sources("xstream_cli"):
+        if 'argv[2] == b"*"' in src:
+            users.add(path)
+        if "plain_add(argv)" in src.replace("def plain_add(argv)", ""):
+            users.add(path + " (calls)")
+    assert users == {"xstream_cli/commands/__init__.py", "xstream_cli/execution/session.py (calls)",
+                     "xstream_cli/server/engine.py (calls)"}

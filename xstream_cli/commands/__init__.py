@@ -163,6 +163,17 @@ def help_request(argv):
     return " ".join(a.decode() for a in argv[:words]).upper()
 
 
+def plain_add(argv):
+    """(key, fields) when ``argv`` is a plain ``XADD key * field value
+    ...`` (no option, an automatic ID, whole pairs): what the batch
+    driver adds in runs (Batch.add); else None.  The one test of it, for
+    script mode and xs serve alike."""
+    na = len(argv)
+    if na >= 5 and na & 1 and argv[2] == b"*" and argv[0].upper() == b"XADD":
+        return argv[1], argv[3:]
+    return None
+
+
 def opens_for_writing(cmd, args):
     """Whether the command ``cmd`` with its parsed ``args`` needs the
     store open for writing: a write, or a read that blocks (it makes and

@@ -25,7 +25,7 @@ from itertools import islice
 
 from storage import errors
 from storage.errors import RedisError
-from xstream_cli.commands import lookup
+from xstream_cli.commands import lookup, plain_add
 from xstream_cli.execution import run_command
 from xstream_cli.execution.batch import FATAL, Added, Batch
 from xstream_cli.execution.blocked import waits
@@ -521,12 +521,11 @@ class _Script:
                     if stopped is not None:
                         return stopped
                     continue
-            na = len(argv)
-            if self.fast_ids is not None and na >= 5 and na & 1 and argv[2] == b"*" \
-                    and argv[0].upper() == b"XADD":
+            add = plain_add(argv) if self.fast_ids is not None else None
+            if add is not None:
                 if not run:
                     self.run_start = i - 1
-                run.append((argv[1], argv[3:]))
+                run.append(add)
                 continue
             run = self._added(run)
             blocked = self._one(argv, i - 1)

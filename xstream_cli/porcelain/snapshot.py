@@ -8,7 +8,6 @@ one line on stderr and exit status 1, never a traceback.
 import io
 import os
 import shutil
-import stat
 import sys
 
 import click
@@ -106,87 +105,14 @@ def _count_column(unit):
     return Count()
 
 
-class _replacing:
+def _replacing(path):
     """``with _replacing(path) as f``: a text file that becomes ``path``
-    when the block ends without an exception, atomically (os.replace),
-    and never existed otherwise.  It is written through a private
-    temporary file in ``path``'s directory (mkstemp: O_EXCL, an
-    unpredictable name, mode 0600 while written -- so no symlink planted
-    there is followed and two writers never share it), fsync'ed, given
-    the mode of the file it replaces (else 0666 less the umask, as
-    ``> path`` would), renamed over ``path``, and the directory fsync'ed."""
-
-    def __init__(self, path):
-        self.path = path
-        self.tmp = None
-        self.file = None
-
-    def __enter__(self):
-        from storage.ops.snapshot import temp_file
-        d, base = os.path.split(os.path.abspath(self.path))
-        fd, self.tmp = temp_file(d, ".%s." % base, ".tmp")
-        try:
-            self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        except BaseException:
-            os.close(fd)
-            self._discard()
-            raise
-        return self.file
-
-    def __exit__(self, kind, value, tb):
-        if kind is not None:
-            self._discard()
-            return False
-        try:
-            f = self.file
-            f.flush()
-            os.fchmod(f.fileno(), self._mode())
-            os.fsync(f.fileno())
-            f.close()
-            os.replace(self.tmp, self.path)
-            self.tmp = None
-            _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-        except BaseException:
-            self._discard()
-            raise
-        return False
-
-    def _mode(self):
-        try:
-            st = os.stat(self.path)
-            if stat.S_ISREG(st.st_mode):
-                return stat.S_IMODE(st.st_mode) & 0o777
-        except OSError:
-            pass
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-    def _discard(self):
-        if self.file is not None:
-            try:
-                self.file.close()
-            except OSError:
-                pass
-        if self.tmp is not None:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
-            self.tmp = None
-
-
-def _fsync_dir(d):
-    try:
-        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    when the block ends without an exception (storage.files.AtomicFile:
+    a private temporary file, fsynced, renamed over ``path``), with the
+    mode of the file it replaces, else 0666 less the umask, as ``> path``
+    would give it."""
+    from storage.files import AtomicFile
+    return AtomicFile(path, mode="inherit", text=True)
 
 
 def _summary(verb, st, extra=""):
@@ -303,7 +229,7 @@ def restore(ctx, file, replace, check):
     extra = ""
     try:
         if file == "-":
-            from storage.ops.snapshot import temp_file
+            from storage.files import temp_file
             fd, tmp = temp_file(_temp_dir(), "xs-restore-", ".snap")
             with os.fdopen(fd, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)

@@ -56,7 +56,7 @@ from storage import errors
 from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
 from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup
+from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup, plain_add
 from xstream_cli.execution.batch import Batch
 
 log = logging.getLogger("xs.serve")
@@ -108,10 +108,11 @@ class Item:
 def item_for(argv):
     """An engine Item for a command of the table (its parse error as
     the reply when it does not parse)."""
+    add = plain_add(argv)
+    if add is not None:
+        return Item(cmd=_XADD, args=(), plain_add=add)
     na = len(argv)
     name = argv[0].upper()
-    if na >= 5 and na & 1 and argv[2] == b"*" and name == b"XADD":
-        return Item(cmd=_XADD, args=(), plain_add=(argv[1], argv[3:]))
     key = None
     if name in _REPEATED and na <= 32:
         key = tuple(argv)

@@ -6,6 +6,7 @@ import os
 import re
 import secrets
 
+from storage.files import write_atomically
 from storage.spark.archive.common import FORMAT, FORMATS, MANIFEST, MANIFEST_MAX, STAGING, ArchiveError
 from storage.spark.archive.directory import _do_moves
 
@@ -124,25 +125,17 @@ def load_manifest(adir):
 
 
 def save_manifest(adir, doc):
-    """Replace the manifest atomically and durably (a temporary file of a
-    random name, made exclusively, fsync, rename, fsync of DIR)."""
+    """Replace the manifest atomically and durably (storage.files.AtomicFile
+    in DIR's descriptor: a temporary file of a random name, made
+    exclusively and checked as every file of ours in DIR, fsync, rename,
+    fsync of DIR)."""
     doc["format"] = FORMAT
     data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
-    tmp = "%s.tmp-%s" % (MANIFEST, secrets.token_hex(8))
-    fd = adir.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, parts=(tmp,))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, MANIFEST, src_dir_fd=adir.fd, dst_dir_fd=adir.fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=adir.fd)
-        except OSError:
-            pass
-        raise
-    os.fsync(adir.fd)
+
+    def make_temp():
+        tmp = "%s.tmp-%s" % (MANIFEST, secrets.token_hex(8))
+        return adir.open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, parts=(tmp,)), tmp
+    write_atomically(MANIFEST, lambda f: f.write(data), dir_fd=adir.fd, make_temp=make_temp)
 
 
 def check_store(adir, manifest, store_id):
