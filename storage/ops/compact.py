@@ -61,6 +61,7 @@ import lmdb
 
 from storage import codec
 from storage.files import NeedsWriteAccess, StoreError, _lstat, _store_dir, take_store_lock, unsafe_reason
+from storage.ops.overview import live_bytes
 from storage.store import MAX_DBS, Store
 
 TEMP_PREFIX = "data.mdb.compact-"
@@ -158,16 +159,16 @@ def _cmdline(pid):
             args = f.read().split(b"\0")
     except OSError:
         return ""
-    args = [a.decode("utf-8", "replace") for a in args if a]
+    words = [a.decode("utf-8", "replace") for a in args if a]
     # python3 -m xstream_cli ... / .../bin/xs ...: show it as "xs ..."
-    for i, a in enumerate(args):
-        if a == "xstream_cli" and i and args[i - 1] == "-m":
-            args = ["xs"] + args[i + 1:]
+    for i, a in enumerate(words):
+        if a == "xstream_cli" and i and words[i - 1] == "-m":
+            words = ["xs"] + words[i + 1:]
             break
         if os.path.basename(a) == "xs":
-            args = ["xs"] + args[i + 1:]
+            words = ["xs"] + words[i + 1:]
             break
-    text = " ".join(args)
+    text = " ".join(words)
     return text if len(text) <= 100 else text[:97] + "..."
 
 
@@ -259,27 +260,6 @@ def _gated(lock, seconds):
         fcntl.lockf(lock, fcntl.LOCK_UN, 1, 0)
 
 
-def _estimate(env):
-    """Bytes a compacting copy of ``env`` would take: its live pages plus
-    the two meta pages."""
-    st = env.stat()
-    psize = st["psize"]
-
-    def pages(s):
-        return s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]
-    total = 2 + pages(st)
-    with env.begin() as t:
-        names = [k for k, _ in t.cursor()]
-    for name in names:
-        try:
-            db = env.open_db(name, create=False)
-        except lmdb.Error:
-            continue
-        with env.begin() as t:
-            total += pages(t.stat(db))
-    return total * psize
-
-
 def _measure(path, dir_fd, res, t0):
     st = _lstat(dir_fd, "data.mdb")
     res.before = st.st_size
@@ -289,7 +269,7 @@ def _measure(path, dir_fd, res, t0):
     except StoreError as e:
         raise CompactError(str(e))
     try:
-        res.after = min(res.before, _estimate(store.env))
+        res.after = min(res.before, live_bytes(store.env))
     finally:
         store.close()
     res.seconds = time.monotonic() - t0

@@ -20,7 +20,9 @@ __all__ = ["GroupWork", "Overview", "TrimPreview", "store_overview", "trim_previ
 
 @dataclass(slots=True, eq=True)
 class Overview:
-    """xs info.  Sizes are bytes; ``readers`` are the LMDB reader slots
+    """xs info.  Sizes are bytes: ``used_size`` counts the live pages
+    (live_bytes), ``free_size`` the pages of the file LMDB reuses (what
+    xs compact gives back); ``readers`` are the LMDB reader slots
     held by other live processes, ``reading`` those of them inside a
     read transaction now, ``stale_readers`` slots left by processes that
     died (LMDB clears them when a writer needs the space)."""
@@ -32,6 +34,7 @@ class Overview:
     file_size: Optional[int]
     disk_usage: Optional[int]
     used_size: int
+    free_size: int
     map_size: int
     page_size: int
     last_txn: int
@@ -64,15 +67,42 @@ def store_overview(store):
     stat = env.stat()
     try:
         st = os.stat("data.mdb", dir_fd=store.dir_fd, follow_symlinks=False)
-        size, usage = st.st_size, st.st_blocks * 512
+        size: int | None = st.st_size
+        usage: int | None = st.st_blocks * 512
     except (OSError, TypeError):
         size = usage = None
     readers, reading, stale = _readers(env)
+    high = (info["last_pgno"] + 1) * stat["psize"]     # the file's pages ever used, live or free
+    live = min(high, live_bytes(env))
     return Overview(path=os.path.abspath(store.path), format=fmt, code_format=codec.FORMAT_VERSION,
                     streams=streams, entries=entries, file_size=size, disk_usage=usage,
-                    used_size=(info["last_pgno"] + 1) * stat["psize"], map_size=info["map_size"],
+                    used_size=live, free_size=max(0, high - live), map_size=info["map_size"],
                     page_size=stat["psize"], last_txn=info["last_txnid"], max_readers=info["max_readers"],
                     readers=readers, reading=reading, stale_readers=stale)
+
+
+def live_bytes(env):
+    """Bytes of the live pages of ``env`` (branch, leaf and overflow pages
+    of every database, and the two meta pages): what a compacting copy
+    takes (xs compact), and what xs info calls in use; the rest of the
+    file is free pages LMDB reuses."""
+    import lmdb
+    st = env.stat()
+    psize = st["psize"]
+
+    def pages(s):
+        return s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]
+    total = 2 + pages(st)
+    with env.begin() as t:
+        names = [k for k, _ in t.cursor()]
+    for name in names:
+        try:
+            db = env.open_db(name, create=False)
+        except lmdb.Error:
+            continue
+        with env.begin() as t:
+            total += pages(t.stat(db))
+    return total * psize
 
 
 def _readers(env):

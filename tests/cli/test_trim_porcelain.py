@@ -376,3 +376,18 @@ def test_the_guides_trim_example_prints_what_it_shows(tmp_path):
               "XACK events mailer 1-1 1-2"])
     p = xs(db, "trim", "--max-len", "3", "--dry-run")
     assert p.stdout.decode() == shown
+
+
+def test_quiet_still_names_on_stderr_what_a_forgotten_group_kept(tmp_path):
+    """With the documented cron line (-q), a group nobody reads stops
+    retention; one stderr line per stream says so, naming the group, so
+    cron mails it.  Streams without held-back work stay silent."""
+    db = tmp_path / "db"
+    old = now_ms() - 10 * 86_400_000
+    fill(db, "events", 5, old)
+    fill(db, "other", 3, old)
+    script(db, ["XGROUP CREATE events forgotten 0"])
+    p = xs(db, "trim", "--max-age", "7d", "-q")
+    assert p.returncode == 0 and p.stdout == b""
+    assert p.stderr == b"xs: events: kept 5 not acknowledged (group forgotten: 5 not yet delivered)\n"
+    assert len(ids(db, "events")) == 5 and ids(db, "other") == []

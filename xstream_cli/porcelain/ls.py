@@ -281,7 +281,7 @@ def run_ls(g, globs, idle, json_flag):
 # ------------------------------------------------------------------ xs info
 
 _INFO_FIELDS = ("path", "format", "code_format", "streams", "entries", "file_size", "disk_usage", "used_size",
-                "map_size", "page_size", "last_txn", "max_readers", "readers", "reading", "stale_readers")
+                "free_size", "map_size", "page_size", "last_txn", "max_readers", "readers", "reading", "stale_readers")
 
 
 def run_info(g, json_flag):
@@ -301,8 +301,9 @@ def run_info(g, json_flag):
             ("format", fmt),
             ("streams", str(o.streams)),
             ("entries", str(o.entries)),
-            ("data.mdb", "%s (%s on disk, %s in use)" % (human_bytes(o.file_size), human_bytes(o.disk_usage),
-                                                         human_bytes(o.used_size))),
+            ("data.mdb", "%s (%s on disk, %s in use, %s free: xs compact gives it back)"
+             % (human_bytes(o.file_size), human_bytes(o.disk_usage), human_bytes(o.used_size),
+                human_bytes(o.free_size))),
             ("map size", human_bytes(o.map_size)),
             ("readers", "%d other process%s (%d reading now), %d stale, %d slots"
              % (o.readers, "" if o.readers == 1 else "es", o.reading, o.stale_readers, o.max_readers)),
@@ -360,9 +361,11 @@ def register(cli):
 
         \b
         --json: {"path", "format", "code_format", "streams", "entries",
-        "file_size", "disk_usage", "used_size", "map_size", "page_size",
-        "last_txn", "max_readers", "readers", "reading", "stale_readers"}
-        (sizes in bytes; readers: other live processes holding an LMDB
+        "file_size", "disk_usage", "used_size", "free_size", "map_size",
+        "page_size", "last_txn", "max_readers", "readers", "reading",
+        "stale_readers"} (sizes in bytes; used_size: live pages, what a
+        compacted copy takes; free_size: pages LMDB reuses, which xs
+        compact gives back; readers: other live processes holding an LMDB
         reader slot, reading: those inside a read transaction now).
         """
         run_info(obj or context.Globals(), json_)

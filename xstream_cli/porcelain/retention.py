@@ -63,7 +63,9 @@ Output: a line per stream and a total,
     total: removed 1200 from 1 stream, 3400 left
 
 (``would remove`` with --dry-run; ``; kept 7 not acknowledged (group
-mailer: 5 not yet delivered, 2 pending)`` when groups held entries back;
+mailer: 5 not yet delivered, 2 pending)`` when groups held entries back,
+which -q still says on stderr, one line per stream, so that cron mails
+it: ``xs: events: kept 7 not acknowledged (group mailer: ...)``;
 ``; deleted idle consumers g/c1, g/c2`` when there were some).  -q prints nothing when all is well, so cron
 mails only failures (on stderr, exit 1).  --json: one JSON object,
 {"dry_run", "drop_unacked", "removed", "left", "kept",
@@ -271,6 +273,18 @@ def _warn_taken(r):
         pass
 
 
+def _warn_kept(r):
+    """On stderr with -q (cron mails it): entries the criteria select
+    stayed because groups have not acknowledged them -- a group nobody
+    reads any more stops retention, and should not do so silently."""
+    import sys
+    try:
+        sys.stderr.write("xs: %s: kept %d not acknowledged (%s)\n" % (show(r.name), r.kept, work_text(r.groups)))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def _say(line):
     context.write_out((line + "\n").encode("utf-8", "surrogateescape"))
 
@@ -327,6 +341,8 @@ def run_trim(g, streams, max_age, max_len, approx, idle, dry, quiet, json_flag, 
                 results.append(r)
                 if r.groups and not keep:
                     _warn_taken(r)
+                elif quiet and r.kept:
+                    _warn_kept(r)
                 if not quiet and not as_json:
                     _say(_summary(r, trimming, idle_ms is not None, False))
     finally:
