@@ -221,7 +221,7 @@ def test_serve_transactions_and_flushdb_forget_field_sets_as_redis_would(tmp_pat
     after an XADD with a new field set, a DISCARD, an EXEC with a failing
     XADD between two that use a new set, FLUSHDB of a mixed store; then
     adds and reads of those field sets answer as redis-server does."""
-    from tests.serve.test_serve import Served
+    from tests.harness.served import Served
     lines = mixed("m") + mixed("k") + SERVED
     want = _redis_cli(redis, lines)
     s = Served(tmp_path / "store")
@@ -501,7 +501,7 @@ def test_serve_pipelined_bulk_runs_and_mixed_reads_are_byte_identical_to_redis_s
     XADD * in one verb, across commands): the ID-exhaustion and
     wide-sequence runs with new field sets, the raw-byte plain lines and
     a mixed stream's reads give the RESP bytes redis-server gives."""
-    from tests.serve.test_serve import Served
+    from tests.harness.served import Served
     lines = BULK_EDGES + [xadd("p", "9999999999999-4294967290", b"a", b"0")] + [
         l.decode("latin-1") for l in _plain_bulk()] + mixed("m") + READS + [
         "XRANGE p - +", "XRANGE z - +"]

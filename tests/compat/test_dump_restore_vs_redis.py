@@ -73,7 +73,7 @@ def split(line):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.serve.test_serve import Served
+    from tests.harness.served import Served
     db = new_store(tmp_path_factory.mktemp("xs") / "store")
     s = Served(db)
     c = Resp3(s.port)

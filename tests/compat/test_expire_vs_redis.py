@@ -114,7 +114,7 @@ def test_ls_shows_the_ttl_and_trim_frees_expired_streams(tmp_path):
 
 
 def test_serve_reports_streams_with_a_ttl_in_info_keyspace(tmp_path):
-    from tests.serve.test_serve import Served
+    from tests.harness.served import Served
     s = Served(tmp_path / "store")
     try:
         r = s.client()

@@ -153,7 +153,7 @@ def test_export_carries_idmp_history_where_the_server_has_xidmprecord(tmp_path, 
     producers' IDMP history: a retried XADD IDMP there is a duplicate.
     Redis 7.0 has no XIDMPRECORD: the history is counted as not carried."""
     from tests.conftest import run_xs
-    from tests.serve.test_serve import Served
+    from tests.harness.served import Served
     src = tmp_path / "src"
     # a real clock (a subprocess): IDMP history expires by entry ID age
     p = run_xs(src, ["XADD s IDMP p1 order-1 * f v", "XADD s IDMP p1 order-2 * f w",

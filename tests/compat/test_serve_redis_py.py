@@ -32,7 +32,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from tests.serve.test_serve import Served  # noqa: E402
+from tests.harness.served import Served  # noqa: E402
 
 FILES = {"sync": "tests/test_commands.py", "asyncio": "tests/test_asyncio/test_commands.py"}
 # at least this many must pass (redis-py 8.1.0 has 65 and 54 X* tests; the

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.serve.test_serve import Served
+from tests.harness.served import Served
 from xstream_cli.server.stats import hist_index, hist_percentile
 
 redis_py = pytest.importorskip("redis")

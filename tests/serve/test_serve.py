@@ -8,81 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import pytest
 
 from conftest import ROOT, XS, run_xs
+from tests.harness.served import Served, free_port, raw  # noqa: F401 (re-exported for the tests that import them from here)
 
 redis = pytest.importorskip("redis")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Served:
-    """A running ``xs serve`` subprocess.  Its output (a debug log: a line
-    per connection) goes to an unnamed file read by ``log()``, never to a
-    pipe: a pipe nobody reads fills up after some hundreds of
-    connections, and then the server's next log line blocks its event
-    loop, as it would any server's."""
-
-    def __init__(self, db, *args, port=None, env=None):
-        self.db = str(db)
-        self.port = port or free_port()
-        e = dict(os.environ)
-        e.update(env or {})
-        self.args = list(args)
-        argv = XS + ["--db", self.db, "serve", "--loglevel", "debug"] + self.args
-        if "--unixsocket" not in args:
-            argv += ["--port", str(self.port)]
-            if "--requirepass" not in args and "--requirepass-file" not in args:
-                argv.append("--allow-no-password")      # TCP without a password: the tests' own choice
-        self.output = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(argv, stdout=self.output, stderr=subprocess.STDOUT, cwd=ROOT, env=e)
-        self.sock = args[args.index("--unixsocket") + 1] if "--unixsocket" in args else None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError("xs serve exited: %s" % self.log())
-            try:
-                if self.sock:
-                    c = socket.socket(socket.AF_UNIX)
-                    c.connect(self.sock)
-                else:
-                    c = socket.create_connection(("127.0.0.1", self.port), timeout=1)
-                c.close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("xs serve did not start")
-
-    def client(self, protocol=2, **kw):
-        if self.sock:
-            return redis.Redis(unix_socket_path=self.sock, protocol=protocol, **kw)
-        return redis.Redis(port=self.port, protocol=protocol, **kw)
-
-    def log(self):
-        """What the server has written so far (its log)."""
-        self.output.seek(0)
-        return self.output.read().decode("utf-8", "replace")
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 @pytest.fixture
@@ -90,24 +24,6 @@ def served(tmp_path):
     s = Served(tmp_path / "store")
     yield s
     s.stop(signal.SIGKILL)
-
-
-def raw(port, data, expect_close=False, timeout=5):
-    """Send raw bytes; the bytes received until the reply stops (or EOF)."""
-    c = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    c.sendall(data)
-    out = b""
-    c.settimeout(0.5)
-    try:
-        while True:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-    except socket.timeout:
-        assert not expect_close, "the server did not close the connection"
-    c.close()
-    return out
 
 
 # ------------------------------------------------------------ wire shapes

@@ -20,9 +20,9 @@ import threading
 import time
 
 import pytest
-from test_serve import Served
 
 from conftest import ROOT, XS, Resp3, xs_json
+from tests.harness.served import Served
 
 # ----------------------------------------------------------------- clients
 

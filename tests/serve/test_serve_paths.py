@@ -14,10 +14,10 @@ import threading
 import time
 
 import pytest
-from test_serve import Served, raw
 
 from storage import Store
 from storage.txn import Txn
+from tests.harness.served import Served, raw
 from xstream_cli.server import engine as engine_mod
 from xstream_cli.server.config import Config
 from xstream_cli.server.connection import Server

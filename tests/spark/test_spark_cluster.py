@@ -96,7 +96,7 @@ def cluster(tmp_path):
 
 
 def test_batch_read_and_write_on_a_standalone_cluster(cluster, tmp_path):
-    from tests.spark.test_spark_network import Served
+    from tests.harness.served import Served
     url, env = cluster
     db = tmp_path / "db"
     lines = ["XADD ev:%s * user u%d" % ("ab"[i % 2], i % 3) for i in range(300)]

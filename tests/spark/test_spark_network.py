@@ -11,10 +11,6 @@ import json
 import os
 import re
 import shlex
-import signal
-import socket
-import subprocess
-import time
 
 import pytest
 
@@ -23,49 +19,7 @@ redis_py = pytest.importorskip("redis")
 
 from conftest import ROOT, XS, new_store  # noqa: E402
 from conftest import xs_json as xs  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Served:
-    """``xs --db DB serve`` on a loopback port (as tests/serve/test_serve.py
-    starts it; output discarded, so a long test never fills a pipe)."""
-
-    def __init__(self, db, *args, port=None, argv=None):
-        self.db, self.port = str(db), port or free_port()
-        if argv is None:
-            argv = XS + ["--db", self.db, "serve", "--port", str(self.port)] + list(args)
-            if "--requirepass" not in args:
-                argv.append("--allow-no-password")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "xs serve exited"
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("xs serve did not start")
-
-    @property
-    def url(self):
-        return "redis://127.0.0.1:%d" % self.port
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+from tests.harness.served import Served, free_port  # noqa: E402
 
 
 @pytest.fixture
