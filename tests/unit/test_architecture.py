@@ -249,6 +249,19 @@ DYNAMIC_IMPORTS = {
                               if (p.endswith(".py") and not p.endswith("__init__.py"))
                               or os.path.isfile(os.path.join(p, "__init__.py"))},
 }
+def _preloaded():
+    """What xs serve imports at start (server.connection PRELOAD and the
+    modules of PRELOAD_PACKAGES), so a lazily imported module never
+    needs a descriptor later: the project's modules among them."""
+    from xstream_cli.server import connection
+    mods = {m for m in connection.PRELOAD if m.startswith(("storage", "xstream_cli"))}
+    for pkg in connection.PRELOAD_PACKAGES:
+        d = os.path.join(ROOT, *pkg.split("."))
+        mods |= {pkg + "." + f[:-3] for f in os.listdir(d) if f.endswith(".py") and f != "__init__.py"}
+    return mods
+
+
+DYNAMIC_IMPORTS["xstream_cli.server.connection"] = _preloaded()
 _DYNAMIC_CALLS = ("importlib.import_module(", "__import__(")
 
 

@@ -19,6 +19,7 @@ does with ``client-output-buffer-limit``.
 Who imports it: xstream_cli.server (``serve``).
 """
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -40,7 +41,19 @@ READ_SIZE = 1 << 16
 STEP_COMMANDS = 1024           # a client's commands taken from its buffer at a time (others go in between)
 PAUSE_BYTES = 4 << 20          # unparsed requests of a busy client beyond which its reading pauses
 QUERY_LIMIT = 1 << 30          # client-query-buffer-limit: one request may not need more
+UNAUTHED_QUERY_LIMIT = 1 << 20  # before AUTH, as redis-server: a query buffer over 1 MB closes the connection
+UNAUTHED_STEP = 64             # before AUTH: refused commands answered together (one write)
+UNAUTHED_REFUSALS = 512        # before AUTH: NOAUTH replies (about 17 KB) to one pipeline before the connection closes
 DRAIN_S = 10                   # on SIGTERM: how long commands under way may take to commit and answer
+TLS_HANDSHAKE_S = 5            # a TLS connection that has not finished its handshake by then is closed
+TLS_HANDSHAKES = 64            # TLS handshakes under way at most (the oldest is dropped for a new one)
+# modules commands import on first use (and every module of PRELOAD_PACKAGES):
+# imported at start, so that a command never needs a descriptor for an
+# import (it failed with EMFILE when connections had taken them all)
+PRELOAD = ("ctypes", "ctypes.util", "storage.glob", "storage.consumers", "storage.inotify",
+           "xstream_cli.commands.keyspace", "xstream_cli.server.docs", "xstream_cli.help",
+           "xstream_cli.execution.blocked")
+PRELOAD_PACKAGES = ("storage.verbs", "storage.parts")
 
 
 class Client:
@@ -84,6 +97,7 @@ class Client:
         self.killed = False
         self.auth_failures = 0       # wrong passwords in a row
         self.auth_delay = 0.0        # seconds to wait before answering a wrong password
+        self.refused = 0             # NOAUTH replies since the client last waited for its replies
         self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
 
     def info_line(self):
@@ -128,6 +142,8 @@ class Server:
         self.auth_failed = 0         # wrong passwords since the last log line about them
         self.auth_log_at = 0.0       # when that line may be written again
         self._outbox = []            # jobs for the engine from this loop iteration (_submit)
+        self.handshakes = {}         # TLS connections accepted, handshake under way: socket -> [task, started]
+        self.tls = None              # the TLS port's ssl.SSLContext
 
     # ---------------------------------------------------------- life cycle
 
@@ -158,13 +174,12 @@ class Server:
         else:
             hosts = c.bind.split() if c.bind else ["127.0.0.1"]
             if c.tls_port:
-                # TLS: the handshake happens before connection_made; a client
-                # that fails it (plain text, no or a bad certificate) is
-                # dropped there (asyncio logs it at debug level only)
-                srv = await self.loop.create_server(lambda: _Protocol(self), host=hosts, port=c.tls_port,
-                                                    reuse_address=True, ssl=c.tls_context(),
-                                                    ssl_handshake_timeout=10)
-                self.servers.append(srv)
+                # TLS: the server does the handshake itself (_tls_accepted),
+                # so that a connection counts from its accept; a client that
+                # fails it (plain text, no or a bad certificate, silence) is
+                # dropped there
+                self.tls = c.tls_context()
+                self.servers.append(_TlsListener(self, hosts, c.tls_port))
                 log.info("ready to accept TLS connections on %s port %d (client certificates: %s)",
                          " ".join(hosts), c.tls_port, c.tls_auth_clients)
             if c.port or not c.tls_port:      # --port 0 with --tls-port: TLS only
@@ -178,7 +193,18 @@ class Server:
     async def start_in_process(self):
         """Start the engine and the blocking pool, listening nowhere:
         connections come through ``adopt`` (xstream_cli.client)."""
+        import importlib
+        import pkgutil
         from concurrent.futures import ThreadPoolExecutor
+
+        names = list(PRELOAD)
+        for package in PRELOAD_PACKAGES:
+            names += [package + "." + m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception as e:       # the command that needs it will say
+                log.debug("preloading %s: %s", name, e)
         self.loop = asyncio.get_running_loop()
         self.pool = ThreadPoolExecutor(max_workers=max(4, self.config.maxclients), thread_name_prefix="xs-block")
         self.engine.deliver = self._deliver
@@ -197,6 +223,8 @@ class Server:
         self.stopping = True
         for s in self.servers:
             s.close()
+        for sock in list(self.handshakes):
+            self._drop_handshake(sock)
         self.engine.cancel_all()
         deadline = time.monotonic() + 5
         while any(c.call is not None for c in self.clients.values()) and time.monotonic() < deadline:
@@ -284,6 +312,65 @@ class Server:
         log.debug("client %d connected from %s", c.id, addr)
         return c
 
+    def _tls_accept(self, listener, lsock):
+        """(loop) Connections wait on the TLS port: accept them."""
+        for _ in range(128):
+            try:
+                sock, _ = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # as asyncio's own accept: try again in a second
+                    log.warning("accepting a TLS connection: %s; trying again in 1 s", e.strerror)
+                    listener.pause(1.0)
+                return
+            self._tls_accepted(sock)
+
+    def _tls_accepted(self, sock):
+        """A TCP connection on the TLS port: it counts against maxclients
+        from here (a handshake holds a descriptor as a client does).  At
+        most TLS_HANDSHAKES handshakes are under way, and no more than
+        maxclients leaves room for: the oldest one gives way to the new
+        one (silent or slow clients make room for the next); each has
+        TLS_HANDSHAKE_S to finish."""
+        self.connections_received += 1
+        if self.stopping:
+            sock.close()
+            return
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        hs = self.handshakes
+        room = max(1, min(TLS_HANDSHAKES, self.config.maxclients - len(self.clients)))
+        while len(hs) >= room:
+            oldest = next(iter(hs))
+            self._drop_handshake(oldest)
+        hs[sock] = [self.loop.create_task(self._tls_handshake(sock)), False]
+
+    def _drop_handshake(self, sock):
+        task, started = self.handshakes.pop(sock)
+        task.cancel()                    # a handshake under way: its transport is aborted
+        if not started:
+            sock.close()                 # not handed to the loop yet: ours to close
+
+    async def _tls_handshake(self, sock):
+        entry = self.handshakes.get(sock)
+        if entry is not None:
+            entry[1] = True
+        try:
+            await self.loop.connect_accepted_socket(lambda: _TlsProtocol(self), sock, ssl=self.tls,
+                                                    ssl_handshake_timeout=TLS_HANDSHAKE_S)
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:           # a failed or timed out handshake, a reset
+            log.debug("TLS handshake failed: %s", e)
+        finally:
+            if self.handshakes.get(sock) is entry and entry is not None:
+                del self.handshakes[sock]
+
     def _refuse(self, transport, error):
         """Send ``error`` and close a little later: closing at once with
         the client's first command unread would reset the connection and
@@ -295,12 +382,15 @@ class Server:
         if c.closing:
             return
         parser = c.parser
+        if c.refused and not parser.pending():
+            c.refused = 0                    # it read its replies before sending more
         parser.feed(data)
         if c.task is None and not c.inflight:
             self._pump(c)
         pending = parser.pending()
-        if pending > PAUSE_BYTES and not c.paused:
-            if pending > QUERY_LIMIT:
+        unauthed = parser.unauthed
+        if pending > (UNAUTHED_QUERY_LIMIT if unauthed else PAUSE_BYTES) and not c.paused:
+            if pending > (UNAUTHED_QUERY_LIMIT if unauthed else QUERY_LIMIT):
                 log.warning("closing client %d (%s) that reached max query buffer length (%d bytes)",
                             c.id, c.addr, pending)
                 c.closing = True
@@ -320,9 +410,23 @@ class Server:
                 c.writer.resume_reading()
 
     def _step(self, c):
-        """The client's next commands: one at a time before AUTH (so that
-        AUTH lifts the limits for the request after it), else a bounded step."""
-        return c.parser.commands(1 if c.parser.unauthed else STEP_COMMANDS)
+        """The client's next commands, a bounded step.  Before AUTH they are
+        read one at a time (so that AUTH lifts the limits for the request
+        after it), and the ones refused with NOAUTH are taken together: a
+        step ends after a command allowed before AUTH (AUTH, HELLO ...)."""
+        parser = c.parser
+        if not parser.unauthed:
+            return parser.commands(STEP_COMMANDS)
+        out = []
+        while len(out) < UNAUTHED_STEP:
+            got = parser.commands(1)
+            if not got:
+                break
+            out += got
+            a = got[0]
+            if type(a) is not list or a[0].upper() in NOAUTH_OK:
+                break
+        return out
 
     def _pump(self, c):
         """Start on the client's buffered commands.  The common case, only
@@ -408,11 +512,14 @@ class Server:
             while not c.closing:
                 if not c.writable.is_set():
                     await c.writable.wait()      # a slow reader waits alone
+                unauthed = c.parser.unauthed
                 cmds = self._step(c)
                 if not cmds:
                     break
                 await self._dispatch(c, cmds)
                 self._resume(c)
+                if unauthed:
+                    await asyncio.sleep(0)       # its replies need no engine: let others go on between steps
         except Exception:
             log.exception("client %d: unexpected failure", c.id)
             c.closing = True
@@ -465,6 +572,18 @@ class Server:
             name = argv[0].upper()
             c.last_cmd = name
             if not c.authed and name not in NOAUTH_OK:
+                c.refused += 1
+                if c.refused > UNAUTHED_REFUSALS:
+                    # as redis-server does with a client that never
+                    # authenticated and lets its replies pile up: closed
+                    await self._flush(c, batch)
+                    batch = []
+                    log.warning("closing client %d (%s): over %d commands refused before AUTH in one pipeline",
+                                c.id, c.addr, UNAUTHED_REFUSALS)
+                    c.closing = True
+                    if c._out_size():
+                        c.writer.abort()         # it does not read: its replies are dropped
+                    break
                 batch.append(Item(reply=RedisError(NOAUTH), name=_stat_name(argv), rejected=True))
                 continue
             if c.multi is not None and name not in NOT_QUEUED:
@@ -638,3 +757,67 @@ class _Protocol(asyncio.Protocol):
         if self.c is not None:
             self.c.writable.set()
 
+
+class _TlsProtocol(_Protocol):
+    """A connection on the TLS port, once its handshake is done (it was
+    counted at accept: Server._tls_accepted)."""
+    __slots__ = ()
+
+    def connection_made(self, transport):
+        self.srv.connections_received -= 1
+        super().connection_made(transport)
+
+
+class _TlsListener:
+    """The TLS port's listening sockets, accepted from by the Server itself
+    (Server._tls_accept) so that a connection counts from its accept, not
+    from the end of its handshake."""
+
+    def __init__(self, srv, hosts, port):
+        self.srv = srv
+        self.loop = srv.loop
+        self.sockets = []
+        self.paused = None
+        try:
+            for host in hosts:
+                for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                        flags=socket.AI_PASSIVE):
+                    s = socket.socket(family, kind, proto)
+                    self.sockets.append(s)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    if family == socket.AF_INET6:
+                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    try:
+                        s.bind(addr)
+                    except OSError as e:
+                        raise OSError(e.errno, "error while attempting to bind on address %r: %s"
+                                      % (addr, (e.strerror or str(e)).lower())) from None
+                    s.listen(511)
+                    s.setblocking(False)
+        except BaseException:
+            self.close()
+            raise
+        self.resume()
+
+    def resume(self):
+        self.paused = None
+        for s in self.sockets:
+            self.loop.add_reader(s.fileno(), self.srv._tls_accept, self, s)
+
+    def pause(self, delay):
+        if self.paused is None:
+            for s in self.sockets:
+                self.loop.remove_reader(s.fileno())
+            self.paused = self.loop.call_later(delay, self.resume)
+
+    def close(self):
+        if self.paused is not None:
+            self.paused.cancel()
+            self.paused = ()
+        for s in self.sockets:
+            try:
+                self.loop.remove_reader(s.fileno())
+            except Exception:
+                pass
+            s.close()
+        self.sockets = []

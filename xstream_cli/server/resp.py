@@ -94,6 +94,7 @@ class RequestParser:
         self._copy_end = -1
         self.native = HIREDIS is not None if native is None else bool(native) and HIREDIS is not None
         self._reader = None      # hiredis.Reader with nothing left in it, kept for the next step
+        self._clean = 0          # buf[:_clean] holds no large aggregate header (_native_frames)
 
     def feed(self, data):
         self.buf += data
@@ -140,11 +141,13 @@ class RequestParser:
             buf.clear()
             self.pos = 0
             self._copy = None
+            self._clean = 0
         elif pos > 65536 and pos > len(buf) // 2:
             del buf[:pos]
             self.pos = 0
             self._copy_base -= pos
             self._copy_end -= pos
+            self._clean = max(0, self._clean - pos)
         return out
 
     def _data(self):
@@ -182,10 +185,26 @@ class RequestParser:
         Returns the bytes it took."""
         buf = self.buf
         pos = self.pos
+        size = min(len(buf) - pos, FAST_WINDOW)
+        # hiredis makes the list of an array header as soon as it reads it,
+        # and dropping a list of 2**31 slots stalls the loop for seconds:
+        # a window where an aggregate header of 10,000 or more may be (5
+        # digits: such a request hardly fits in a window anyway) never
+        # reaches it -- the general loop reads it, and refuses a count
+        # over MAX_MULTIBULK before making anything.  Each byte is looked
+        # at once (``_clean``: the bytes before it have no such header).
+        stop = pos + size
+        if len(buf) >= pos + 6 and buf[pos + 1:pos + 6].isdigit():
+            return self._refuse(())
+        start = max(pos, self._clean - 6)
+        if start < stop:
+            if buf[start:stop].translate(_HEADER_CHARS).find(b"\n*00000") >= 0:
+                return self._refuse(())
+            self._clean = stop
         r = self._reader
         if r is None:
             r = HIREDIS.Reader()
-        r.feed(buf, pos, min(len(buf) - pos, FAST_WINDOW))
+        r.feed(buf, pos, size)
         got = []
         app = got.append
         gets = r.gets
@@ -310,6 +329,9 @@ class RequestParser:
 
 _LIST = {list}
 _NOT_BULK = re.compile(rb"\r\n[+(=|]").search
+# aggregate types (array, map, set, push, attribute) -> "*", digits -> "0":
+# an aggregate header of 10,000 or more is then "\n*00000"
+_HEADER_CHARS = bytes.maketrans(b"%~>|123456789", b"****000000000")
 _HLEN = [len(b"$%d\r\n" % k) for k in range(4096)]     # length -> len("$length\r\n")
 _ALEN = [len(b"*%d\r\n" % k) for k in range(4096)]     # count -> len("*count\r\n")
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
