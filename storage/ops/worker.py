@@ -181,15 +181,30 @@ class Redriven:
         self.dead, self.stream, self.original, self.new = dead, stream, original, new
 
 
-def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False):
+class Stuck:
+    """A dead letter that cannot be put back (its origin stream refuses
+    the entry: an exhausted ID): ``dead`` (its ID, left in the
+    dead-letter stream), ``stream``, and ``error`` (Redis's text)."""
+    __slots__ = ("dead", "stream", "error")
+
+    def __init__(self, dead, stream, error):
+        self.dead, self.stream, self.error = dead, stream, error
+
+
+def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False, stuck=None):
     """Put the dead letters of ``dl_stream`` with IDs above ``after``
     back on their origin streams: each is added there again (its own
     fields, a new ID, so its groups deliver it as a new entry) and
     deleted from ``dl_stream`` in this one write transaction, so a dead
     letter is redriven once, whatever stops the run.  ``only``: origin
-    streams to take (others stay); at most ``count`` looked at.  Returns
-    (the Redriven, the ID of the last dead letter looked at or None,
-    the IDs of entries that are not dead letters, left as they are)."""
+    streams to take (others stay); at most ``count`` looked at.  A
+    letter its origin refuses stays where it is and is added to the list
+    ``stuck`` (a Stuck), the others go on: the transaction must then have
+    savepoints (Store.run(..., savepoints=True)), so the refused add
+    changes nothing; without ``stuck`` the refusal raises.  Returns (the
+    Redriven, the ID of the last dead letter looked at or None, the IDs
+    of entries that are not dead letters, left as they are)."""
+    from storage.errors import RedisError
     from storage.options import KEEPREF, RangeOptions
     ents = tx.range(dl_stream, RangeOptions(after, (2 ** 64 - 1, 2 ** 64 - 1), count, False)) or ()
     done, foreign, last = [], [], None
@@ -207,7 +222,13 @@ def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False):
             continue
         new = None
         if not dry:
-            ms, seq = tx.add(stream, fields, AddOptions())
+            try:
+                ms, seq = tx.add(stream, fields, AddOptions())
+            except RedisError as err:
+                if stuck is None:
+                    raise
+                stuck.append(Stuck(e[0], stream, err.text))
+                continue
             new = b"%d-%d" % (ms, seq)
             tx.delete_entries(dl_stream, IdsOptions((parse_key(e[0]),), 1, KEEPREF))
         done.append(Redriven(e[0], stream, original, new))

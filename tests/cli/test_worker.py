@@ -596,6 +596,33 @@ def test_redrive_takes_only_the_origin_streams_asked_for_and_refuses_a_missing_s
     assert p.returncode == 1 and p.stderr == b"xs: no such stream: nosuch\n"
 
 
+def test_a_dead_letter_whose_origin_refuses_it_is_named_and_left_and_the_others_go_back(db):
+    """An origin stream at the largest ID cannot take the letter back:
+    it stays in the dead-letter stream, named on stderr (-q too), and
+    the letters before and after it are redriven; exit 1."""
+    from storage.ops.worker import ORIGIN_NAMES
+    top = "18446744073709551615-18446744073709551615"
+    letters = []
+    for origin in ("a", "full", "b"):
+        pairs = [ORIGIN_NAMES[0], origin, ORIGIN_NAMES[1], "1-1"] + [x for n in ORIGIN_NAMES[2:] for x in (n, "x")]
+        letters.append("XADD dead * %s f %s" % (" ".join(p if isinstance(p, str) else p.decode() for p in pairs),
+                                                 origin))
+    fill(db, ["XADD full %s f v" % top] + letters)
+    stuck_id = xs_json(db, "XRANGE dead - +")[1][0]
+    for args in ((), ("-q",)):
+        p = redrive(db, "dead", *args)
+        assert p.returncode == 1
+        assert p.stderr.decode() == ("xs: redrive: dead letter %s cannot go back to full: ERR The stream has "
+                                     "exhausted the last possible ID, unable to add more items (left in dead)\n"
+                                     % stuck_id)
+    assert xs_json(db, "XRANGE a - +")[0][1] == ["f", "a"] and xs_json(db, "XRANGE b - +")[0][1] == ["f", "b"]
+    assert [e[0] for e in xs_json(db, "XRANGE dead - +")] == [stuck_id]
+    assert xs_json(db, "XLEN full") == 1
+    doc = json.loads(redrive(db, "dead", "--json").stdout)
+    assert doc["redriven"] == 0 and doc["stuck"] == [{"dead": stuck_id, "stream": "full", "error": (
+        "ERR The stream has exhausted the last possible ID, unable to add more items")}]
+
+
 def test_the_docs_redrive_example_runs_and_prints_what_it_shows(tmp_path):
     with open(os.path.join(ROOT, "docs", "workers.md"), encoding="utf-8") as f:
         text = f.read()
