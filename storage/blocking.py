@@ -56,6 +56,9 @@ import time
 
 from storage.files import NOTIFY_DIR  # inside the store directory
 
+if False:  # typing only (not imported at run time)
+    from storage.inotify import Hub
+
 POLL_S = 0.005            # fallback poll interval (no inotify): the first one ...
 POLL_MAX_S = 0.1          # ... doubled while nothing changes, up to this
 MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of several
@@ -180,10 +183,10 @@ class Waiter:
         self.keys = list(dict.fromkeys(keys))
         self.hangup = False
         self._files = list(files)
-        self._hub = None           # storage.inotify.Hub (None: polling)
-        self._bell = None          # the descriptor the hub rings (an eventfd, or a pipe's read end)
-        self._bell_w = None        # ... and its write end (a pipe's; the eventfd itself)
-        self._wds = set()          # our watch descriptors
+        self._hub: Hub | None = None    # storage.inotify.Hub (None: polling)
+        self._bell: int | None = None   # the descriptor the hub rings (an eventfd, or a pipe's read end)
+        self._bell_w: int | None = None  # ... and its write end (a pipe's; the eventfd itself)
+        self._wds: set[int] = set()     # our watch descriptors
         self._lost = False         # a watched file went away: watch again
         self._before = None        # change counters (polling fallback)
         self._step = POLL_S        # the next poll interval (polling fallback)
@@ -231,6 +234,7 @@ class Waiter:
         hub's lock, never after ``_release``)."""
         if mask & _IN_IGNORED:
             self._lost = True
+        assert self._bell_w is not None     # armed before the first watch, never rung after _release
         try:
             os.write(self._bell_w, _ONE)
         except OSError:             # full: a wake-up is pending anyway
@@ -240,6 +244,7 @@ class Waiter:
         """Make the notification files of ``keys`` (private, no link
         followed) and watch them, and ``files``."""
         from storage.files import UnsafeEntry, make_private_file
+        assert self._hub is not None        # only while inotify is in use
         d = notify_dir(self.store)
         try:
             names = [notify_name(k) for k in keys]
@@ -300,6 +305,7 @@ class Waiter:
     def _drain(self):
         """Take the hub's rings; watch again a file that went away (a
         spurious wake-up, re-checked by the caller)."""
+        assert self._bell is not None       # only while inotify is in use
         try:
             os.read(self._bell, 4096)
         except OSError:
@@ -326,6 +332,7 @@ class Waiter:
     def _fallback(self):
         """Give up inotify (e.g. out of watches): poll from now on."""
         if self._hub is not None:
+            assert self._bell is not None   # armed before the hub is set
             try:
                 self._poll.unregister(self._bell)
             except (KeyError, ValueError):
@@ -367,7 +374,7 @@ class Waiter:
             for wd in self._wds:
                 hub.unwatch(wd, self)      # never rung after this
         self._wds = set()
-        bells = {self._bell, self._bell_w} - {None}
+        bells = {fd for fd in (self._bell, self._bell_w) if fd is not None}
         self._bell = self._bell_w = None
         for fd in bells:
             try:
@@ -399,6 +406,8 @@ class Canceller:
     a hang-up."""
 
     def __init__(self):
+        self.fd: int | None
+        self._w: int | None
         self.fd, self._w = os.pipe()
         self._set = False
         self._mutex = _thread.allocate_lock()      # cancel and close may race (two threads)

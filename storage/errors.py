@@ -12,6 +12,8 @@ error code included (``ERR ...``, ``NOGROUP ...``, ``BUSYGROUP ...``).
 class RedisError(Exception):
     """An error reply.  ``text`` is the full Redis error text, code first."""
 
+    item = None        # in a run of adds: the index of the item refused (Txn.add_auto_many)
+
     def __init__(self, text):
         Exception.__init__(self, text)
         self.text = text

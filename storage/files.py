@@ -13,6 +13,9 @@ import os
 import stat
 import time
 
+if False:  # typing only (not imported at run time: the one-shot path stays lean)
+    from typing import Any
+
 from storage import posixlock
 
 MAX_READERS = 510
@@ -558,7 +561,7 @@ def sweep_temp(d, prefix, suffix, now=None):
     import re
     import stat
     pat = re.compile(re.escape(prefix) + r"(?:([0-9]{1,10})-)?[a-z0-9_]{8}" + re.escape(suffix) + r"\Z")
-    removed = []
+    removed: list = []
     try:
         dfd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -628,8 +631,8 @@ class AtomicFile:
     def __init__(self, path, mode=None, text=False, dir_fd=None, make_temp=None):
         self.path, self.mode, self.text, self.dir_fd = path, mode, text, dir_fd
         self.make_temp = make_temp
-        self.tmp = None
-        self.file = None
+        self.tmp: "Any" = None       # the temporary file's name while it exists
+        self.file: "Any" = None      # its file object while open
 
     def __enter__(self):
         if self.make_temp is not None:

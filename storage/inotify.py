@@ -65,14 +65,15 @@ class Instance:
             import ctypes
             e = ctypes.get_errno()
             raise OSError(e, os.strerror(e))
+        self.libc = libc      # available()'s, loaded once per process
         self.fd = fd
-        self.wds = set()      # watch descriptors in use
+        self.wds: set[int] = set()      # watch descriptors in use
         self.busy = False     # a Waiter is using it
 
     def watch(self, path):
         """Watch the file ``path`` (not following a link); returns the
         watch descriptor (the same one again for the same file)."""
-        wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), WATCH_MASK)
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), WATCH_MASK)
         if wd < 0:
             import ctypes
             e = ctypes.get_errno()
@@ -82,7 +83,7 @@ class Instance:
 
     def events(self):
         """Read the pending events: [(wd, mask)] (wd -1: queue overflow)."""
-        out = []
+        out: list[tuple[int, int]] = []
         while True:
             try:
                 data = os.read(self.fd, 65536)
@@ -145,7 +146,7 @@ class Hub:
             if not subs:
                 del self._subs[wd]
                 self.ino.wds.discard(wd)
-                _libc.inotify_rm_watch(self.ino.fd, wd)   # EINVAL if already gone: ignored
+                self.ino.libc.inotify_rm_watch(self.ino.fd, wd)   # EINVAL if already gone: ignored
 
     def _run(self):
         import select

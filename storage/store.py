@@ -97,6 +97,11 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
 )
 from storage.txn import Retry, StoreFailure, Txn
 
+if False:  # typing only (not imported at run time)
+    from typing import Any, Callable, Dict, Literal, Optional, TypeVar
+
+    T = TypeVar("T")
+
 INITIAL_MAP = 1 << 30
 MAX_DBS = len(codec.DATABASES) + 2
 READER_CHECK_S = 10.0     # a long-running process clears dead readers' slots this often
@@ -111,23 +116,25 @@ class Store:
     ``close``); ``root``: a path to that same directory (/proc/self/fd/N
     where /proc exists, else ``path``)."""
 
-    def __init__(self, path, durable=True, readonly=False, create=True, shared_lock=True, upgrade_notice=None):
+    def __init__(self, path: str, durable: bool = True, readonly: bool = False, create: bool = True,
+                 shared_lock: bool = True,
+                 upgrade_notice: "Optional[Callable[[int, int, int], object]]" = None) -> None:
         self.path = path
         # fn(old format, new format, entries) called once before an older
         # store is upgraded (a big one takes a while: the CLI says so)
         self._upgrade_notice = upgrade_notice
         self.readonly = readonly
         self.durable = durable
-        self.dir_fd = None
-        self.lock_fd = None       # <store>/lock, held shared while open (see take_store_lock)
+        self.dir_fd: Optional[int] = None
+        self.lock_fd: Optional[int] = None     # <store>/lock, held shared while open (see take_store_lock)
         self._shared_lock = shared_lock
-        self.root = path
-        self._broken = None       # why the environment had to be closed
-        self.why_read_only = None  # why this user cannot write (ReadOnlyStore.reason; set by the opener)
+        self.root: str = path
+        self._broken: Optional[str] = None     # why the environment had to be closed
+        self.why_read_only: Optional[str] = None  # why this user cannot write (ReadOnlyStore.reason; by the opener)
         self._readers_checked = 0.0
         self.created = False      # this open made the store (there was no data.mdb)
         self.env = self._open_env(create and not readonly)
-        self.dbs = {}
+        self.dbs: Dict[bytes, Any] = {}       # name -> LMDB database handle (codec.DATABASES)
         while True:
             try:
                 self._open_dbs()
@@ -276,7 +283,7 @@ class Store:
                              "format %d" % (self.path, version, codec.FORMAT_VERSION))
         return version
 
-    def check_readers(self, force=False):
+    def check_readers(self, force: bool = False) -> int:
         """Free the reader slots of processes that died in a read
         transaction (LMDB's ``reader_check``) and return how many were
         freed.  A killed reader's slot otherwise stays while any process
@@ -298,7 +305,7 @@ class Store:
 
     # ---------------------------------------------------------- transactions
 
-    def run(self, fn, write=False, savepoints=False):
+    def run(self, fn: "Callable[[Txn], T]", write: bool = False, savepoints: bool = False) -> "T":
         """Run ``fn(txn)`` in one transaction and return its result;
         commit if ``write`` and ``fn`` returned, abort otherwise.  With
         ``savepoints`` every write verb is atomic on its own (script
@@ -366,11 +373,11 @@ class Store:
         return "cannot write to store %s: %s (nothing was written)" % (
             self.path, self.why_read_only or "it is open read-only")
 
-    def read(self):
+    def read(self) -> "_TxnContext":
         """``with store.read() as tx:`` a read transaction."""
         return _TxnContext(self, False)
 
-    def write(self):
+    def write(self) -> "_TxnContext":
         """``with store.write() as tx:`` a write transaction, committed at
         the end of the block unless it raises; each verb in it is atomic
         on its own (a verb that raises changes nothing)."""
@@ -392,7 +399,8 @@ class Store:
             self.env.close()
             raise StoreFailure(self._broken)
 
-    def close(self):
+    def close(self) -> None:
+        """Close the environment, then give back the store lock and the directory."""
         self.env.close()
         self._close_dir()
 
@@ -409,10 +417,10 @@ class _TxnContext:
     """``with store.write() as tx:`` for library users (no automatic
     retry on map growth: use ``run`` for that)."""
 
-    def __init__(self, store, write):
+    def __init__(self, store: Store, write: bool) -> None:
         self.store, self.write = store, write
 
-    def __enter__(self):
+    def __enter__(self) -> Txn:
         if self.write and self.store.readonly:
             raise StoreFailure(self.store._read_only_failure())
         while True:
@@ -424,7 +432,7 @@ class _TxnContext:
         self.tx = Txn(self.store, self.lt, self.write, savepoints=self.write)
         return self.tx
 
-    def __exit__(self, et, ev, tb):
+    def __exit__(self, et: object, ev: object, tb: object) -> "Literal[False]":
         if et is None and self.write:
             self.tx.check_committable()
             try:

@@ -50,9 +50,10 @@ delivery, groups, keyspace, settings, streams = (_VerbModule(n) for n in
                                                   ("delivery", "groups", "keyspace", "settings", "streams"))
 
 if False:  # typing only (not imported at run time)
-    from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
     from storage.codec import Entries
+    from storage.codec.rdb import RdbReader
     from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo, TrimPreview
     from storage.options import (
         AddOptions,
@@ -73,6 +74,12 @@ if False:  # typing only (not imported at run time)
     from storage.verbs.load import Stats
     StreamID = Tuple[int, int]
     ReadResult = List[Tuple[bytes, list]]
+    AutoClaimResult = Tuple[bytes, list, List[bytes]]     # (next cursor, claimed, deleted IDs)
+
+    class _StoreLike(Protocol):
+        """What a Txn uses of its storage.store.Store (which imports this module)."""
+        env: Any
+        dbs: Dict[bytes, Any]
 
 
 class WouldWrite(Exception):
@@ -101,18 +108,19 @@ class Aborted(Exception):
 class Txn:
     """One LMDB transaction and the verbs that run in it."""
 
-    def __init__(self, store, lt, writable, savepoints=False):
+    def __init__(self, store: "_StoreLike", lt: "lmdb.Transaction", writable: bool, savepoints: bool = False) -> None:
         self._store = store
         self._lt = lt
         self.writable = writable
         self._savepoints = savepoints
-        self._failed = None          # the error that poisoned this transaction
-        self.changed = set()         # streams changed by committed verbs
-        self._tails = {}             # last listpack node per stream (storage.parts.log), kept
+        self._failed: Optional[BaseException] = None   # the error that poisoned this transaction
+        self.changed: set[bytes] = set()   # streams changed by committed verbs
+        self._tails: dict = {}       # last listpack node per stream (storage.parts.log), kept
                                      # across verbs; cleared when a verb is rolled back
-        self._shared = None          # the Parts of a ``shared`` run in progress
+        self._shared: Optional[Parts] = None   # the Parts of a ``shared`` run in progress
         self.consumers_made = 0      # consumers created by the verbs kept, by their first use (xs serve's
                                      # INFO rdb_changes_since_last_save counts them, as Redis's dirty does)
+        self._clock: Optional[int] = None   # the transaction's one clock reading (tick)
 
     @staticmethod
     def now() -> int:
@@ -121,8 +129,18 @@ class Txn:
 
     # =========================================================== plumbing
 
+    def tick(self) -> None:
+        """Read the clock anew for the verbs that follow (xs serve: each
+        job of a group commit).  A transaction reads it once, at its first
+        verb, and every verb sees that reading (auto IDs, idle times,
+        expiry), as Redis keeps one clock per MULTI/EXEC: a stream cannot
+        expire between two verbs of one EXEC, script batch or snapshot."""
+        self._clock = None
+
     def _parts(self, lt):
-        return Parts(lt, self._store.dbs, self.now(), self._tails)
+        if self._clock is None:
+            self._clock = self.now()
+        return Parts(lt, self._store.dbs, self._clock, self._tails)
 
     def _read(self, fn, *args):
         if self._failed is not None:
@@ -213,7 +231,7 @@ class Txn:
         except RedisError:
             return None
 
-    def check_committable(self):
+    def check_committable(self) -> None:
         """Raise Aborted if a verb failed without a savepoint."""
         if self._failed is not None:
             raise Aborted("the transaction failed: %s" % (self._failed,))
@@ -225,10 +243,24 @@ class Txn:
         NOMKSTREAM on a missing stream)."""
         return self._write(streams.add, name, fields, opts)
 
-    def add_auto_many(self, items: "Iterable[Tuple[bytes, object]]") -> "List[bytes]":
-        """Many ``XADD name * field value ...`` at once (bulk ingest):
-        their new IDs as text."""
-        return self._write(streams.add_auto_many, items)
+    def add_auto_many(self, items: "Sequence[Tuple[bytes, object]]", each: bool = False) -> "list":
+        """Many ``XADD name * field value ...`` at once (bulk ingest; the
+        fields a list, or their text form joined by newlines): their new
+        IDs as text, in order -- the one verb for runs of adds, with its
+        policy for a refused item (an exhausted ID) as an argument:
+
+        * ``each=False``: all or nothing; the RedisError raised names the
+          refused item by its index (``error.item``);
+        * ``each=True``: every item all or nothing on its own, as if added
+          one at a time (this transaction must have savepoints: script
+          mode, xs serve): a refused item's place holds its RedisError
+          and the others are added."""
+        try:
+            return self._write(streams.add_auto_many, items)
+        except RedisError:
+            if not each:
+                raise
+        return _add_each(self, items)   # rolled back (its savepoint): one by one finds the refused ones
 
     def range(self, name: bytes, opts: "RangeOptions") -> "Optional[Entries]":
         """XRANGE / XREVRANGE."""
@@ -258,11 +290,11 @@ class Txn:
         """XIDMPRECORD: (pid, iid) -> an existing entry in the IDMP history."""
         return self._write(streams.record_idmp, name, pid, iid, opts)
 
-    def settings(self) -> "dict":
+    def settings(self) -> "Dict[str, int]":
         """The store's settings, {name: int} (storage.verbs.settings; CONFIG GET)."""
         return self._read(settings.get)
 
-    def configure(self, values: "dict") -> None:
+    def configure(self, values: "Dict[str, int]") -> None:
         """Change store settings, {name: int} checked by the caller (CONFIG SET)."""
         return self._write(settings.set_, values)
 
@@ -277,7 +309,7 @@ class Txn:
         """XCFGSET."""
         return self._write(streams.configure_idmp, name, opts)
 
-    def resolve_read_ids(self, keys: "Sequence[bytes]", ids: "Sequence[object]") -> "tuple":
+    def resolve_read_ids(self, keys: "Sequence[bytes]", ids: "Sequence[object]") -> "Tuple[object, ...]":
         """XREAD's ``$`` as each stream's last ID now (before blocking)."""
         return self._read(streams.resolve_read_ids, keys, ids)
 
@@ -343,7 +375,7 @@ class Txn:
         """XCLAIM."""
         return self._write(delivery.claim, name, group, consumer, opts)
 
-    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: "AutoClaimOptions") -> "tuple":
+    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: "AutoClaimOptions") -> "AutoClaimResult":
         """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
         return self._write(delivery.autoclaim, name, group, consumer, opts)
 
@@ -438,7 +470,7 @@ class Txn:
         from storage.verbs.preview import counts
         return self._read(counts)
 
-    def change_counters(self, names: "Sequence[bytes]") -> "list":
+    def change_counters(self, names: "Sequence[bytes]") -> "List[Optional[bytes]]":
         """The change counters of streams (blocking's poll fallback)."""
         return self._read(_change_counters, names)
 
@@ -468,13 +500,13 @@ class Txn:
         from storage.verbs.serialized import restore
         return self._write(restore, name, payload, opts)
 
-    def rdb_value(self, name: bytes) -> "Optional[Tuple[bytes, dict]]":
+    def rdb_value(self, name: bytes) -> "Optional[Tuple[bytes, Dict[str, int]]]":
         """The stream as an RDB file holds it (its type byte and value) and
         what that does not carry ({"idmp": 0 or 1}); None if missing."""
         from storage.verbs.serialized import stream_value
         return self._read(stream_value, name)
 
-    def load_rdb_stream(self, name: bytes, rdbtype: int, reader: object, replace: bool = False,
+    def load_rdb_stream(self, name: bytes, rdbtype: int, reader: "RdbReader", replace: bool = False,
                         expire_at: "Optional[int]" = None) -> "Stats":
         """One stream of an RDB file, its value read from ``reader``
         (storage.codec.rdb.RdbReader) as it is loaded, with its TTL (Unix
@@ -482,6 +514,23 @@ class Txn:
         store cannot take it."""
         from storage.verbs.serialized import load_rdb_stream
         return self._write(load_rdb_stream, name, rdbtype, reader, replace, expire_at)
+
+
+def _add_each(tx, items):
+    """Txn.add_auto_many(each=True) after the run was refused: each item
+    added on its own (its savepoint), a refused one's place holding its
+    RedisError."""
+    from storage.options import AddOptions
+    auto = AddOptions()
+    out: list = []
+    for name, fields in items:
+        if type(fields) is bytes:
+            fields = fields.split(b"\n")
+        try:
+            out.append(b"%d-%d" % tx.add(name, fields, auto))
+        except RedisError as e:
+            out.append(e)
+    return out
 
 
 def _last_generated_id(p, name):

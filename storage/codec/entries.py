@@ -282,7 +282,7 @@ class Entries:
         """[[id_text, fields], ...]"""
         return list(self)
 
-    def _split(self):
+    def _split(self) -> "tuple[list, list]":
         pairs = self.pairs
         return list(map(_first_byte, pairs)), list(map(_second_item, pairs))
 

@@ -755,8 +755,8 @@ def rdb_stream_node(master, blob):
         raise RdbError("stream listpack counts do not match its entries")
     if last is None:
         last = master
-    names = tuple(names)
-    return RdbNodeEntries(master, blob, first, live + deleted, live, names), live, deleted, body, last, names
+    fixed = tuple(names)
+    return RdbNodeEntries(master, blob, first, live + deleted, live, fixed), live, deleted, body, last, fixed
 
 
 class RdbNodeEntries:
@@ -796,7 +796,7 @@ class RdbNodeEntries:
                         p = _lp_skip(blob, p, end)
                 continue
             if flags & STREAM_ITEM_FLAG_SAMEFIELDS:
-                fields = [None] * (2 * nf)
+                fields: list[bytes | None] = [None] * (2 * nf)
                 fields[0::2] = names
                 for k in range(1, 2 * nf, 2):
                     v, p = nxt(blob, p, end)
@@ -845,7 +845,7 @@ def rdb_stream_events(r, rdbtype):
     if rdbtype not in RDB_STREAM_TYPES:
         raise RdbError("RDB type %d is not a stream" % rdbtype)
     nodes = r.length()
-    prev_last = prev_master = None
+    prev: tuple | None = None       # (master ID, last ID) of the node before
     for _ in range(nodes):
         key = r.string(limit=16)
         if len(key) != 16:
@@ -853,9 +853,9 @@ def rdb_stream_events(r, rdbtype):
         master = _ID.unpack(key)
         blob = r.string(limit=RDB_LISTPACK_MAX)
         entries, live, deleted, body, last, names = rdb_stream_node(master, blob)
-        if prev_master is not None and (master <= prev_master or master <= prev_last):
+        if prev is not None and (master <= prev[0] or master <= prev[1]):
             raise RdbError("stream nodes out of order or overlapping")
-        prev_master, prev_last = master, last
+        prev = master, last
         yield "node", master, entries, live, deleted, body, last, names
     length = r.length()
     last_id = (r.length(), r.length())

@@ -574,11 +574,11 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
                     try:
                         obj = decode(line.decode("utf-8", "surrogateescape"))
                         # strings and numbers only (a _Num is its text): the text form
-                        joined = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
+                        text = "\n".join([x for pair in obj for x in pair]) if type(obj) is _Obj and obj else None
                     except (ValueError, TypeError, RecursionError):
-                        joined = None
-                    if joined is not None and joined.count("\n") == 2 * len(obj) - 1:
-                        items.append((stream, joined.encode("utf-8", "surrogateescape")))
+                        text = None
+                    if text is not None and text.count("\n") == 2 * len(obj) - 1:
+                        items.append((stream, text.encode("utf-8", "surrogateescape")))
                         continue
                 if not line.strip():
                     continue
@@ -641,7 +641,7 @@ def _blocks(src, run):
     while True:
         if fd is not None and run.items:
             try:
-                ready = select.select([fd], [], [], 0)[0]
+                ready = bool(select.select([fd], [], [], 0)[0])
             except (OSError, ValueError):
                 ready = True
             if not ready:
@@ -691,7 +691,7 @@ class _Batch:
         if not items:
             return
         first = self.committed + 1
-        counts = {}
+        counts: dict = {}
         try:
             self.store.run(lambda tx: self._apply(tx, items, counts), write=True)
         except LoadError as e:
@@ -717,7 +717,7 @@ class _Batch:
             counts["entries"] = len(items)
             counts["streams"].update({name for name, _ in items})
             return
-        tops = {}
+        tops: dict = {}
         k = 0
         while k < len(items):
             auto = len(items[k]) == 2

@@ -39,6 +39,7 @@ import hashlib
 import os
 import time
 from itertools import chain
+from typing import Any, Dict, Optional, Set
 
 import msgpack
 
@@ -58,12 +59,13 @@ DIGEST = 32                          # SHA-256 trailer
 
 HEADER, STREAM, ENTRY, PRODUCER, IID, GROUP, CONSUMER, PENDING, NACKED, END = (
     0x01, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x23, 0x7F)
-NAMES = {HEADER: "HEADER", STREAM: "STREAM", ENTRY: "ENTRY", PRODUCER: "PRODUCER", IID: "IID",
-         GROUP: "GROUP", CONSUMER: "CONSUMER", PENDING: "PENDING", NACKED: "NACKED", END: "END"}
+NAMES: Dict[Optional[int], str] = {
+    HEADER: "HEADER", STREAM: "STREAM", ENTRY: "ENTRY", PRODUCER: "PRODUCER", IID: "IID",
+    GROUP: "GROUP", CONSUMER: "CONSUMER", PENDING: "PENDING", NACKED: "NACKED", END: "END"}
 
 # which record may follow which (the grammar in the module docstring)
 _IN_STREAM = {STREAM, ENTRY, PRODUCER, IID, GROUP, CONSUMER, PENDING, NACKED}
-FOLLOWS = {
+FOLLOWS: Dict[int, Set[Any]] = {
     HEADER: {None},
     STREAM: {HEADER} | _IN_STREAM,
     END: {HEADER} | _IN_STREAM,
@@ -374,9 +376,9 @@ def records(f, progress=None, total=None):
     if ver != VERSION:
         raise SnapshotError("snapshot format version %d is not supported (this xs reads version %d)"
                             % (ver, VERSION))
-    prev = None
+    prev: Optional[int] = None
     nstreams = nentries = 0
-    s = None            # current stream dict
+    s: Any = None       # current stream dict
     s_entries = 0
     last_entry = MIN_ID
     last_pk = None
@@ -406,7 +408,7 @@ def records(f, progress=None, total=None):
             last_entry = i
             s_entries += 1
             nentries += 1
-            value = (i, fields)
+            value: Any = (i, fields)
         elif t == STREAM or t == END:
             if s is not None and s_entries != s["length"]:
                 raise _bad("stream declares %d entries but holds %d", s["length"], s_entries)

@@ -40,7 +40,7 @@ class Expiry:
     def due(self, now, limit):
         """Up to ``limit`` (index key, name) whose expiry time is ``now`` or
         earlier, earliest first."""
-        out = []
+        out: list[tuple[bytes, bytes]] = []
         for k, name in self._kv.iter_prefix(self._db, _PREFIX):
             if len(out) >= limit or codec.expiry_time(k) > now:
                 break

@@ -171,7 +171,7 @@ class KV:
                 return []
             it = c.iterprev()
             past = lo.__gt__
-        out = []
+        out: list[tuple[bytes, bytes]] = []
         step = 64
         while len(out) < count:
             got = list(islice(it, min(step, count - len(out))))

@@ -247,7 +247,7 @@ class EntryLog:
 
     def rows(self, m, start, count=0):
         """Entries from ``start`` on as ``((ms, seq), fields)``."""
-        out = []
+        out: list[tuple[tuple[int, int], list]] = []
         if m.length == 0:
             return out
         for row in self._rows_from(m, start):

@@ -230,9 +230,9 @@ def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
     to it, the last one the new tail."""
     if max_bytes == 0 or max_bytes > LISTPACK_MAX_SIZE:
         max_bytes = LISTPACK_MAX_SIZE
-    touched = []
+    touched: list[Node] = []
     node = tail
-    sizes = {}
+    sizes: dict[bytes, int] = {}
     size_of = sizes.get
     names = list(node.names) if node is not None else None
     for i, fields in items:

@@ -154,7 +154,7 @@ class Pel:
         kv, gid, cid = self._kv, g.gid, c.cid
         pack4, pack3 = codec.pack_key4, codec.pack_key3
         del_ptime, del_cpel = kv.deleter(self._ptime), kv.deleter(self._cpel)
-        lost = {}
+        lost: dict[int, int] = {}      # old owner's cid -> entries it lost
         new_ptime, new_cpel, new_pel = [], [], []
         for (ms, seq), (ocid, otk, cnt) in moves:
             if otk != now:

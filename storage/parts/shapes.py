@@ -92,10 +92,10 @@ class Shapes:
             v = None
             if s is not None:
                 v = s.encode_safe(f[1::2]) if safe else s.encode(f[1::2])
+                if v is not None and s is not last:
+                    last, last_names = s, list(s.names)
             if v is None:
                 v = codec.encode_entry(fmt(i), f)
-            elif s is not last:
-                last, last_names = s, list(s.names)
             pairs.append((short(sid, i[0], i[1]) if i[1] < wide else key(sid, i), v))
             rows.append((i, f))
         return pairs, rows

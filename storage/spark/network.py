@@ -31,6 +31,9 @@ Only ``storage.spark.source`` imports this module.
 import time
 import urllib.parse
 
+if False:  # typing only (not imported at run time)
+    from typing import Any
+
 ERRORS_AUTH = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "invalid username-password")
 
 
@@ -190,7 +193,8 @@ class Conn:
 
     def stream_names(self, pattern):
         """The streams whose names match the glob ``pattern`` (SCAN ... TYPE stream), sorted."""
-        out, cursor = set(), b"0"
+        out: set[bytes] = set()
+        cursor = b"0"
         while True:
             cursor, keys = self.call("SCAN", cursor, "MATCH", pattern, "COUNT", 1000, "TYPE", "stream")
             out.update(bytes(k) for k in keys)
@@ -206,7 +210,7 @@ class Conn:
         (None for a key that is gone)."""
         import redis
         replies = self.pipeline([("XINFO", "STREAM", n) for n in names], errors=True)
-        out = {}
+        out: dict[bytes, dict[str, Any] | None] = {}
         for n, r in zip(names, replies):
             if isinstance(r, redis.ResponseError):
                 if "no such key" in str(r).lower():
@@ -289,7 +293,7 @@ class Conn:
                 return now
             n = max(0, int(info["entries-added"]) - self._count_after(name, i))
             verb = "SETID" if found else "CREATE"
-            cmds = [("XGROUP", verb, name, group, fmt(i), "ENTRIESREAD", n)]
+            cmds: list[tuple] = [("XGROUP", verb, name, group, fmt(i), "ENTRIESREAD", n)]
             if consumer:
                 cmds.append(("XGROUP", "CREATECONSUMER", name, group, consumer))
             if watch:

@@ -236,6 +236,9 @@ from storage import codec, glob, ids
 from storage.errors import RedisError
 from storage.options import AddOptions, GroupOptions, RangeOptions, StreamInfoOptions, TrimOptions
 
+if False:  # typing only (not imported at run time)
+    from typing import Any, Iterable
+
 NAME = "xstream"
 LONG_MAX = (1 << 63) - 1
 _MAX_TS_MS = 253402300799999                # 9999-12-31T23:59:59.999Z
@@ -548,7 +551,7 @@ class XStreamReader(DataSourceReader):
         entries from XINFO STREAM (XRANGE / XREVRANGE ... COUNT 1 when
         ``start`` or ``end`` narrow the read), then ``plan_stream``."""
         p = self.plan
-        parts = []
+        parts: list[XStreamNetPartition] = []
         for k, ep in enumerate(p.endpoints):
             with ep.connect() as conn:
                 names = p.net_names(conn)
@@ -591,7 +594,9 @@ def _read_range(p, partition):
     store = _open(p.path, False)
     try:
         with store.read() as tx:
-            lo, buf, shapes = partition.lo, [], {}
+            lo = partition.lo
+            buf: list[tuple[bytes, bytes]] = []     # (entry key, stored value)
+            shapes: dict = {}
             while lo is not None and lo <= partition.hi:
                 got = tx.range(name, RangeOptions(lo, partition.hi, p.chunk))
                 pairs = got.pairs if got is not None else []
@@ -1028,7 +1033,7 @@ class _Streaming:
                 tops = {n.decode(): tx.last_generated_id(n) for n in p.names(tx)}
                 end = next_ends(start, tops, self.target)
                 if max_rows is not None:
-                    found = []
+                    found: list[tuple[tuple[int, int], str]] = []
                     for k, (s, e) in end.items():
                         if e > s:
                             got = tx.range(k.encode("utf-8"), RangeOptions(ids.incr(s), e, max_rows)) or []
@@ -1193,7 +1198,7 @@ class XStreamNetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 tops.update(self._tops(conns[ep.name]))
             end = next_ends(flat, tops, self.target)
             if max_rows is not None:
-                found = []
+                found: list[tuple[tuple[int, int], tuple[str, str]]] = []
                 for k, (s, e) in sorted(end.items()):
                     if e > s and k[0] in conns:
                         got = conns[k[0]].call("XRANGE", k[1], "(" + _fmt(s), _fmt(e), "COUNT", max_rows,
@@ -1261,7 +1266,7 @@ def _flatten(offset):
 
 def _nest(flat):
     """{(endpoint, stream): ID} -> {endpoint: {stream: ID}}, in order."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for (ep, n) in sorted(flat):
         out.setdefault(ep, {})[n] = flat[(ep, n)]
     return out
@@ -1273,43 +1278,40 @@ def _nest(flat):
 _AUTO_ADD = AddOptions()     # a row's "*" (or null) ID: shared, as nothing changes it
 
 
-class _BulkRefused(Exception):
-    """A run of auto-ID rows the bulk path refused (an exhausted ID):
-    the transaction is rolled back and run again row by row."""
-
-
-def _add_rows(tx, rows, why, bulk=True):
-    """Add ``(name, fields, opts, given)`` rows in order.  With ``bulk``,
-    each run of rows with an automatic ID (no options) goes through
-    ``Txn.add_auto_many``, the bulk path of script mode and xs serve,
-    which gives the IDs and nodes of one XADD at a time at about five
-    times the pace; it raises _BulkRefused if the run cannot be added.
-    Row by row, a refused row raises XStreamError naming it and ``why``."""
+def _add_rows(tx, rows, why):
+    """Add ``(name, fields, opts, given)`` rows in order: each run of rows
+    with an automatic ID (no options) through ``Txn.add_auto_many``, the
+    bulk path of script mode and xs serve, which gives the IDs and nodes
+    of one XADD at a time at about five times the pace, all or nothing;
+    the others with ``Txn.add``.  A refused row raises XStreamError
+    naming it and ``why`` (the transaction is then rolled back)."""
     run = []
     for row in rows:
         opts = row[2]
-        if bulk and opts.id is None and opts.trim is None and opts.idmp_pid is None and not opts.nomkstream:
-            run.append((row[0], row[1]))
+        if opts.id is None and opts.trim is None and opts.idmp_pid is None and not opts.nomkstream:
+            run.append(row)
             continue
         if run:
-            _add_run(tx, run)
+            _add_run(tx, run, why)
             run = []
-        name, fields, opts, given = row
         try:
-            tx.add(name, fields, opts)
+            tx.add(row[0], row[1], opts)
         except RedisError as e:
-            if bulk:
-                raise _BulkRefused() from e
-            raise XStreamError("adding to stream %r (id %s): %s; %s" % (name.decode(), given or "*", e, why))
+            raise _refused(row, e, why)
     if run:
-        _add_run(tx, run)
+        _add_run(tx, run, why)
 
 
-def _add_run(tx, run):
+def _add_run(tx, run, why):
     try:
-        tx.add_auto_many(run)
+        tx.add_auto_many([(row[0], row[1]) for row in run])
     except RedisError as e:
-        raise _BulkRefused() from e
+        raise _refused(run[e.item or 0], e, why)
+
+
+def _refused(row, e, why):
+    name, _, _, given = row
+    return XStreamError("adding to stream %r (id %s): %s; %s" % (name.decode(), given or "*", e, why))
 
 
 class XStreamCommit(WriterCommitMessage):
@@ -1365,7 +1367,8 @@ class XStreamWriter(DataSourceWriter):
     def _net_write(self, iterator):
         """The url mode: blocks of ``batch_size`` rows, each one pipelined
         ``MULTI``, ``XADD`` ..., ``EXEC`` (``Conn.add_block``)."""
-        n, checked = 0, set()
+        n = 0
+        checked: set[bytes] = set()     # streams found to be streams (Conn.add_block)
         with self.endpoints[0].connect() as conn:
             block = []
             for row in iterator:
@@ -1384,12 +1387,13 @@ class XStreamWriter(DataSourceWriter):
             if not name:
                 raise XStreamError("a row has a null stream and there is no 'stream' option")
         given = row["id"] if self.has_id else None
+        pairs: Iterable[tuple[Any, Any]]
         if self.use_list and row["fields_list"] is not None:
             pairs = [(p[0], p[1]) for p in row["fields_list"]]
         else:
             fmap = row["fields"] if self.has_fields else None
             pairs = fmap.items() if fmap else ()
-        fields = []
+        fields: list[bytes] = []
         add = fields.append
         for k, v in pairs:
             if k is None or v is None:
@@ -1411,15 +1415,10 @@ class XStreamWriter(DataSourceWriter):
     def _commit(self, store, batch):
         why = "this batch of %d rows was rolled back, earlier batches stay" % len(batch)
 
-        def add_all(bulk):
-            def run(tx):
-                _add_rows(tx, batch, why, bulk)
-                return len(batch)
-            return run
-        try:
-            return store.run(add_all(True), write=True)
-        except _BulkRefused:
-            return store.run(add_all(False), write=True)     # again, row by row: the error names its row
+        def add_all(tx):
+            _add_rows(tx, batch, why)
+            return len(batch)
+        return store.run(add_all, write=True)
 
     def commit(self, messages):
         """Nothing to do: every batch is already committed."""
@@ -1503,7 +1502,8 @@ def sink_plan(marks, run, partition, digests, where):
             "task %d (%d rows) does not match one of them: Spark replays it split differently; finish that batch "
             "with the older xs (same partitions as before), or delete the progress stream and check the output for "
             "the batch's rows" % (where, partition, len(digests)))
-    added, covered = {}, {}
+    added: dict[bytes, int] = {}          # digest -> rows of it added by the markers' tasks
+    covered: dict[bytes, int] = {}        # ... and of it covered by this run's other tasks
     for f in marks:
         cover = _unpack(f[b"digests"])
         if f[b"run"] == run:
@@ -1562,6 +1562,7 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
         if batch is None or not run:
             raise XStreamError("no micro-batch id or query run id: the streaming sink runs only inside a streaming "
                                "query")
+        assert ctx is not None          # without a task context there is no batch id
         return self.write_batch(int(batch), ctx.partitionId(), iterator, run)
 
     def write_batch(self, batch, partition, iterator, run=""):
@@ -1597,18 +1598,13 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
                 return XStreamStreamCommit(0, True)
             keep, marker = todo
             rows = [i for i, k in zip(items, keep) if k]
-            _add_rows(tx, rows, "this task's %d rows were rolled back" % len(rows), bulk)
+            _add_rows(tx, rows, "this task's %d rows were rolled back" % len(rows))
             tx.add(progress, marker, AddOptions(id=(batch, 0), seq_given=False))
             return XStreamStreamCommit(len(rows), False, len(items) - len(rows))
 
         store = _open(self.path, True)
         try:
-            bulk = True
-            try:
-                return store.run(add_once, write=True)
-            except _BulkRefused:
-                bulk = False                      # again, row by row: the error names its row
-                return store.run(add_once, write=True)
+            return store.run(add_once, write=True)
         finally:
             store.close()
 
@@ -1621,9 +1617,9 @@ class XStreamStreamWriter(XStreamWriter, DataSourceStreamWriter):
                                                     batch, plan)
         return XStreamStreamCommit(added, skipped, dropped)
 
-    def commit(self, messages, batchId):
+    def commit(self, messages, batchId=None):
         """Nothing to do: every task committed its own transaction."""
 
-    def abort(self, messages, batchId):
+    def abort(self, messages, batchId=None):
         """Nothing to undo: tasks that committed stay, and their markers make
         the batch's replay skip their rows."""

@@ -196,7 +196,7 @@ def pending_range(p, name, group, o):
     """XPENDING key group [IDLE ms] start end count [consumer]:
     [PendingRow]; NACKed entries: consumer b"", idle -1."""
     m, g = need_group(p, name, group)
-    out = []
+    out: list[PendingRow] = []
     if o.count <= 0:
         return out
     if o.consumer is not None:
@@ -254,7 +254,7 @@ def group_details(p, m, count):
     rows per group and per consumer (0: all)."""
     out = []
     for g in p.groups.list(m):
-        pend = []
+        pend: list[tuple[tuple[int, int], bytes, int, int]] = []
         nacked = 0
         for i, (cid, t, cnt) in p.pel.items(g, MIN_ID, MAX_ID):
             if not cid:

@@ -38,6 +38,9 @@ from storage import codec
 from storage.ids import MIN_ID, U64, fmt
 from storage.verbs.keyspace import drop_stream
 
+if False:  # typing only (not imported at run time)
+    from typing import Callable, NoReturn
+
 I64 = (1 << 63) - 1
 BATCH = 10000             # entries buffered per putmulti
 
@@ -62,7 +65,7 @@ class Stats:
 
 # ================================================================ checks
 
-def _fail(where, msg, *args):
+def _fail(where, msg, *args) -> "NoReturn":
     text = msg % args if args else msg
     if type(where) is tuple:          # (unit, number), formatted only here
         where = "%s %d" % where
@@ -131,14 +134,15 @@ class Loader:
         self.stats = Stats()
         self._begun = set()       # streams a "begin" record started
         self._batch = []          # buffered (key, value) entries of _batch_m
-        self._batch_m = None
+        self._batch_m: codec.StreamMeta | None = None
         self._batch_name = None
         self._names = set()
 
     def load(self, records):
-        handlers = {"begin": self._begin, "entry": self._entry, "stream": self._stream,
-                    "iid": self._iid, "group": self._group, "consumer": self._consumer,
-                    "pending": self._pending, "nacked": self._nacked}
+        handlers: dict[str, Callable[..., None]] = {
+            "begin": self._begin, "entry": self._entry, "stream": self._stream,
+            "iid": self._iid, "group": self._group, "consumer": self._consumer,
+            "pending": self._pending, "nacked": self._nacked}
         for rec in records:
             h = handlers.get(rec[0])
             if h is None:
@@ -152,7 +156,7 @@ class Loader:
 
     # --------------------------------------------------------------- streams
 
-    def _stream_of(self, where, name, create=False):
+    def _stream_of(self, where, name, create=False) -> "codec.StreamMeta":
         name = _bytes(where, "stream name", name)
         m = self.p.streams.get(name)
         if m is None:

@@ -54,8 +54,9 @@ def stream_value(p, name):
         return None
     entries = []
     groups = []
-    meta = None
-    group = consumer = None
+    meta: dict | None = None
+    group: tuple[bytes, object, object, list, list] | None = None
+    consumer: tuple[bytes, object, list] | None = None
     idmp = 0
     for rec in stream_records(p, name, batched=True):
         kind = rec[0]
@@ -69,13 +70,17 @@ def stream_value(p, name):
             group = (rec[1], rec[2], rec[3], [], [])
             groups.append(group)
         elif kind == "consumer":
+            assert group is not None            # a consumer's record follows its group's
             consumer = (rec[1], rec[2], [])
             group[4].append(consumer)
         elif kind == "pending":
+            assert group is not None and consumer is not None     # ... and its pending entries follow it
             group[3].append((rec[1], rec[2], rec[3]))
             consumer[2].append(rec[1])
         elif kind == "nacked":
+            assert group is not None
             raise errors.dump_nacked(group[0])
+    assert meta is not None                     # stream_records gives an existing stream's record
     first = entries[0][0] if entries else MIN_ID
     value = R.rdb_stream_value(_node_entries(p, m, entries),
                                (m.length, meta["last-id"], first, meta["max-deleted-id"], meta["entries-added"]),
@@ -159,7 +164,7 @@ def load_stream(p, name, events, replace, where, expire_at=None):
     through the loader, then make its node table the events' nodes.
     ``expire_at``: its TTL (Unix ms).  Returns the loader's Stats;
     LoadError for what the store cannot take."""
-    nodes = []
+    nodes: list[_nodes.Node] = []
     loader = Loader(p, replace)
     stats = loader.load(_records(name, events, nodes, where, expire_at))
     m = p.streams.get(name)

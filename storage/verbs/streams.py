@@ -57,9 +57,10 @@ def add_auto_many(p, items):
     ``items`` are (name, fields) pairs, where fields is the field/value
     list or, already in text form, those fields joined by newlines (none
     of them containing one).  Returns the new IDs as text, in order.
-    Raises the exhausted-ID error if any item cannot be added (the
-    caller then adds them one by one)."""
-    out = []
+    Raises the exhausted-ID error if any item cannot be added, its
+    ``item`` the index of the first refused (Txn.add_auto_many decides
+    what follows)."""
+    out: list[bytes] = []
     app = out.append
     now = p.now
     last_name = m = None
@@ -80,7 +81,9 @@ def add_auto_many(p, items):
         elif ms != U64:
             ms, seq = ms + 1, 0
         else:
-            raise errors.xadd_exhausted()
+            e = errors.xadd_exhausted()
+            e.item = len(out)           # which item was refused (Txn.add_auto_many)
+            raise e
         pairs.append(((ms, seq), f))
         app(b"%d-%d" % (ms, seq))
     if m is not None:

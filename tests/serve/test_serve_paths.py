@@ -75,9 +75,9 @@ def _in_process(tmp_path, script, **spies):
     def spy(name):
         real = originals[name]
 
-        def wrapped(self, arg, *rest):
+        def wrapped(self, arg, *rest, **kw):
             spies[name].append(list(arg))
-            return real(self, arg, *rest)
+            return real(self, arg, *rest, **kw)
         return wrapped
     for name in spies:
         setattr(Txn, name, spy(name))

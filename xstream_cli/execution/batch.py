@@ -12,14 +12,16 @@ gathered and run together; a run is flushed before any other command
 runs, so every command sees the writes before it:
 
 - plain ``XADD key * field value ...`` (a producer's bulk): added with
-  one engine call (``Txn.add_auto_many``);
+  one engine call (``Txn.add_auto_many(..., each=True)``: a refused item
+  gets its error, the others are added);
 - XACK, and XREADGROUP without BLOCK (a pool of workers' loop): run
   under one savepoint (``Txn.shared``), so the stream, group and consumer
   records they share are read and written back once.
 
 Either way, when a command of the run fails, the run is undone and its
-commands are run again one by one, each all or nothing: the replies and
-the store are exactly those of running them one by one from the start.
+commands are run again one by one, each all or nothing (for adds, inside
+the engine verb): the replies and the store are exactly those of running
+them one by one from the start.
 
 A command that must wait (XREAD / XREADGROUP ... BLOCK with nothing to
 serve) is not answered here: ``run`` returns its (cmd, args, Wait) and
@@ -31,7 +33,6 @@ from functools import partial
 
 from storage import errors
 from storage.errors import RedisError
-from storage.options import AddOptions
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS
 from xstream_cli.execution import run_command
@@ -40,7 +41,6 @@ from xstream_cli.execution.blocked import waits
 FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
 
 _ADDS, _SHARED = "adds", "shared"
-_AUTO = AddOptions()
 _XREADGROUP = COMMANDS[b"XREADGROUP"]
 _XACK = COMMANDS[b"XACK"]
 
@@ -144,12 +144,7 @@ class Batch:
                 items.append(p)
             else:
                 items += p
-        try:
-            ids = self.tx.add_auto_many(items)
-        except RedisError:
-            ids = None
-        if ids is None:              # one by one, each all or nothing
-            ids = [self._add_one(key, fields) for key, fields in items]
+        ids = self.tx.add_auto_many(items, each=True)    # a refused item: its error, the others added
         k = 0
         for out, i, p in run:
             if type(p) is tuple:
@@ -158,14 +153,6 @@ class Batch:
             else:
                 out[i] = Added(ids[k:k + len(p)])
                 k += len(p)
-
-    def _add_one(self, key, fields):
-        if type(fields) is bytes:
-            fields = fields.split(b"\n")
-        try:
-            return b"%d-%d" % self.tx.add(key, fields, _AUTO)
-        except RedisError as e:
-            return e
 
     def _flush_shared(self, run):
         results = None

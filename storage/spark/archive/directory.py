@@ -285,6 +285,7 @@ class ArchiveDir:
         of this user's); the caller closes the descriptor.  None when
         missing and not ``create``."""
         mode = self.dir_mode if mode is None else mode
+        assert self.fd is not None, "DIR is open (it exists)"
         fd = os.dup(self.fd)
         try:
             for k, name in enumerate(parts):

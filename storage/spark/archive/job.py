@@ -207,7 +207,7 @@ def verify(adir, data, plans):
     if not done:
         raise ArchiveError("the Spark job did not finish writing %s" % adir.label(*data))
     by_name = {p.name: p for p in plans}
-    spans = {p.name: [] for p in plans}
+    spans: dict = {p.name: [] for p in plans}
     files = []
     for rel, name in staged_files(adir, data):
         if name not in by_name:

@@ -111,7 +111,7 @@ def group_floor(tx, raw):
 def _pending_below(tx, raw, group, end, chunk=10000):
     """The IDs pending in ``group`` of stream ``raw`` up to ``end``, a set
     (a PEL is the work in flight: small beside the stream)."""
-    out = set()
+    out: set = set()
     lo = ids.MIN_ID
     while True:
         rows = tx.pending_range(raw, group, PendingOptions(lo, end, chunk))
