@@ -159,6 +159,32 @@ def db_path(g):
     return os.path.expanduser(g.db) if g.db is not None else default_db()
 
 
+def store_exists(g):
+    """Whether the store ``g`` names exists (its data.mdb, which a new
+    store gets whole, made under another name and linked into place)."""
+    return os.path.exists(os.path.join(db_path(g), "data.mdb"))
+
+
+def wait_for_store(g, timeout_ms=0, poll_s=0.05):
+    """A blocking read started before its store exists (a consumer
+    started before the first producer) waits for the store, creating
+    nothing: True once it exists, False when ``timeout_ms`` passed (0:
+    no limit).  A store is made once in its life, so a poll costs
+    nothing worth a watch; the store's own wait loop (storage.blocking)
+    takes over once it is there."""
+    import time
+    deadline = None if not timeout_ms else time.monotonic() + timeout_ms / 1000
+    while not store_exists(g):
+        if deadline is None:
+            time.sleep(poll_s)
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(poll_s, left))
+    return True
+
+
 def resolve_mode(mode, stream=None):
     """The output mode: as asked, else pretty on a terminal, raw otherwise."""
     if mode:

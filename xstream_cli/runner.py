@@ -41,6 +41,16 @@ def run_one(g, argv):
         bad = None
     except RedisError as e:
         bad = e                         # answered as often as -r asks, as redis-cli does, with no store opened
+    if bad is None and cmd.blocking and not cmd.write and args[0].block is not None \
+            and not context.store_exists(g):
+        try:
+            args = _await_store(g, args)    # XREAD BLOCK before the first write: wait for the store
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        if args is None:                    # BLOCK's time passed first: the timeout's nil reply
+            from xstream_cli.execution.session import Session
+            Session(context.db_path(g), mode).output(None, argv=argv)
+            return EXIT_OK
     if bad is None:
         from xstream_cli.execution.session import open_session
         s = open_session(g, mode, write=opens_for_writing(cmd, args), create=cmd.write)
@@ -80,6 +90,24 @@ def run_one(g, argv):
                 return EXIT_INTERRUPTED
 
 
+def _await_store(g, args):
+    """XREAD ... BLOCK on a store that does not exist yet: wait for it
+    (context.wait_for_store), within BLOCK's time.  Every entry is new to
+    a reader that started before the store existed, so ``$`` becomes
+    ``0-0``; what is left of BLOCK's time is the read's.  None when the
+    time passed first."""
+    import time
+    opts = args[0]
+    t0 = time.monotonic()
+    if not context.wait_for_store(g, opts.block):
+        return None
+    block = opts.block
+    if block:
+        block = max(1, block - int((time.monotonic() - t0) * 1000))
+    ids = tuple((0, 0) if i == b"$" else i for i in opts.ids)
+    return (opts.replace(ids=ids, block=block),) + tuple(args[1:])
+
+
 def _error(mode, e, argv, render=None):
     """Write Redis error ``e`` on stderr as the mode shows errors; on a
     terminal, add a usage line (wrong arity, syntax error) or the
@@ -105,12 +133,26 @@ def _error(mode, e, argv, render=None):
 
 
 def _hint(text, argv):
-    """The line a person at a terminal sees after error ``text``."""
+    """The line(s) a person at a terminal sees after error ``text``."""
+    lines = [h for h in (_error_hint(text, argv), _global_option_hint(argv)) if h]
+    return "\n".join(lines) or None
+
+
+def _error_hint(text, argv):
+    """The closest command name, the command's usage line, or for a
+    common Redis command of another type (SET, HSET ...) that xs holds
+    streams only."""
     from xstream_cli import help
     name = argv[0].decode("utf-8", "replace")
     if text.startswith("ERR unknown command ") or text.startswith("ERR unknown subcommand "):
-        what = name if text.startswith("ERR unknown command ") else \
-            "%s %s" % (name, argv[1].decode("utf-8", "replace"))
+        if text.startswith("ERR unknown command "):
+            what = name
+            kind = help.other_type(name)
+            if kind:
+                return ("(xs holds streams only: %s is a command of Redis %s; xs help lists xs's commands)"
+                        % (name.upper(), kind))
+        else:
+            what = "%s %s" % (name, argv[1].decode("utf-8", "replace"))
         s = help.suggest(what)
         return "(did you mean %s?)" % s if s else None
     if text.startswith("ERR wrong number of arguments") or text == "ERR syntax error":
@@ -119,6 +161,31 @@ def _hint(text, argv):
             words = "%s %s" % (name, argv[1].decode("utf-8", "replace"))
         return help.usage_line(words)
     return None
+
+
+def _global_option_hint(argv):
+    """After a failed command with a global option of xs among its
+    arguments (xs XLEN s --db x.xs): where that option goes."""
+    import shlex
+    words = [a.decode("utf-8", "surrogateescape") for a in argv]
+    flags = set(context.MODE_OF_FLAG) | {"--no-sync"}
+    moved, rest = [], [words[0]]
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if w == "--db" and i + 1 < len(words):
+            moved += words[i:i + 2]
+            i += 2
+            continue
+        if w.startswith("--db") or w in flags:
+            moved.append(w)
+        else:
+            rest.append(w)
+        i += 1
+    if not moved:
+        return None
+    return "(%s is a global option of xs: it goes before the command, as in xs %s)" % (
+        moved[0], " ".join(shlex.quote(w) for w in moved + rest))
 
 
 def _isatty(stream):

@@ -19,7 +19,9 @@ A STREAM that does not exist is an error ("xs: no such stream: NAME" on
 stderr), like tail(1) with a missing file: the streams that exist are
 still printed, and the status is 1.  With -f it is not an error: following
 a stream before its first XADD is legitimate, so xs tail waits for it
-(saying so on stderr when stderr is a terminal).
+(saying so on stderr when stderr is a terminal) -- and for the store
+too, when it does not exist yet: a consumer may start before the first
+producer, and creates nothing.
 
 With --group G --consumer C: entries are read through the group like
 XREADGROUP -- first this consumer's own pending entries (left by a run
@@ -537,6 +539,11 @@ def register(cli):
             line = EntryLines(keys)
         else:
             line = raw_line
+        if follow and not context.store_exists(g):
+            try:
+                context.wait_for_store(g)       # started before the first write: wait, creating nothing
+            except KeyboardInterrupt:
+                sys.exit(context.EXIT_INTERRUPTED)
         store = context.open_store(g, create=False)     # a read: a missing store is an error
         try:
             if group is not None:
