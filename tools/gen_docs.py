@@ -246,7 +246,11 @@ def man_xs1(families):
                           "be opened."),
           ".TP", "2", esc("Usage error of xs itself: an unknown global option, a missing or bad "
                           "option value (-r, -i, XS_NO_SYNC), a bad option of a porcelain command."),
-          ".TP", "130", esc("Interrupted (SIGINT)."),
+          ".TP", "130", esc("Interrupted (SIGINT, Ctrl-C). Not so for the two commands that run until "
+                            "stopped: xs worker, on SIGINT, SIGTERM or SIGHUP, stops its commands, gives "
+                            "their entries back to the group (still pending) and exits 0 (with --once, 1 "
+                            "if an entry failed); xs serve, on SIGINT or SIGTERM, drains its clients and "
+                            "exits 0."),
           ".SH ENVIRONMENT",
           ".TP", "\\fBXS_DB\\fR", esc("The store directory, as --db (a leading ~ is expanded)."),
           ".TP", "\\fBXS_NO_SYNC\\fR",
@@ -254,11 +258,22 @@ def man_xs1(families):
               "commits (it never corrupts the store)."),
           ".TP", "\\fBNO_COLOR\\fR", esc("Set: no colours in the pretty output."),
           ".TP", "\\fBXDG_DATA_HOME\\fR", esc("Where the default store lives."),
+          ".TP", "\\fBXDG_STATE_HOME\\fR",
+          esc("Where the interactive prompt keeps its history (an absolute path; otherwise "
+              "~/.local/state)."),
           ".SH FILES",
           ".TP", "\\fI$XDG_DATA_HOME/xstream\\fR, \\fI~/.local/share/xstream\\fR",
           esc("The default store (a directory)."),
           ".TP", "\\fISTORE/data.mdb\\fR, \\fISTORE/lock.mdb\\fR",
           esc("The LMDB environment of a store. Many processes may use one store at once."),
+          ".TP", "\\fISTORE/lock\\fR",
+          esc("The store lock: every process that opens the store holds a shared flock(2) on it; "
+              "xs compact holds it exclusively while it replaces data.mdb."),
+          ".TP", "\\fISTORE/serve.sock\\fR",
+          esc("The Unix socket xs serve listens on by default (private, as the store's files are)."),
+          ".TP", "\\fI$XDG_STATE_HOME/xs/history\\fR, \\fI~/.local/state/xs/history\\fR",
+          esc("The interactive prompt's history (the directory mode 0700, the file 0600: it holds "
+              "every value typed)."),
           ".SH SEE ALSO",
           ", ".join("\\fBxs\\-%s\\fR(7)" % p for p, _, _, _ in FAMILIES) + ", \\fBredis\\-cli\\fR(1)"]
     return "\n".join(L) + "\n"

@@ -7,6 +7,8 @@ from the same tables.
     overview() -> str                  every command, by family
     usage_line(name) -> str | None     "usage: XADD key [NOMKSTREAM] ..."
     suggest(name) -> str | None        the closest command name to a typo
+    other_type(name) -> str | None     "strings" for SET: a common Redis
+                                       command of a type xs does not hold
 
 The grammar of a Redis command is its parser's docstring (the command
 table, xstream_cli.commands); the summary, the Redis version that
@@ -582,10 +584,44 @@ def suggest(name):
     return cands[m[0]]
 
 
+# Common Redis commands of the types xs does not hold (xs holds streams
+# only): after "ERR unknown command 'SET'" a terminal is told so instead
+# of the closest stream command's name.
+OTHER_TYPES = {
+    "strings": "SET GET GETSET GETDEL GETEX SETNX SETEX PSETEX MSET MSETNX MGET APPEND STRLEN GETRANGE "
+               "SETRANGE INCR INCRBY INCRBYFLOAT DECR DECRBY",
+    "hashes": "HSET HSETNX HMSET HGET HMGET HGETALL HDEL HEXISTS HKEYS HVALS HLEN HINCRBY HINCRBYFLOAT HSCAN",
+    "lists": "LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP BLPOP BRPOP LMOVE BLMOVE LRANGE LLEN LINDEX LSET LREM "
+             "LTRIM LINSERT LPOS RPOPLPUSH BRPOPLPUSH",
+    "sets": "SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SINTER SUNION SDIFF SMOVE SSCAN",
+    "sorted sets": "ZADD ZREM ZRANGE ZREVRANGE ZRANGEBYSCORE ZSCORE ZCARD ZINCRBY ZRANK ZREVRANK ZCOUNT "
+                   "ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZSCAN",
+    "pub/sub": "PUBLISH SUBSCRIBE PSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE",
+}
+_OTHER_TYPE_OF = {n: t for t, names in OTHER_TYPES.items() for n in names.split()}
+
+
+def other_type(name):
+    """The Redis type ("strings", "hashes", ...) whose common command
+    ``name`` is (case-insensitive), or None."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return _OTHER_TYPE_OF.get(name.upper())
+
+
 # ================================================================ helpers
 
 def _first_sentence(text, room=54):
-    s = re.split(r"[.;:] ", text)[0].rstrip(".") if text else ""
+    """The summary's first clause (up to ". ", "; " or ": ", but not one
+    inside parentheses or brackets), cut to ``room`` columns; a cut one
+    ends with " ..."."""
+    s = text or ""
+    for m in re.finditer(r"[.;:] ", s):
+        head = s[:m.start()]
+        if head.count("(") <= head.count(")") and head.count("[") <= head.count("]"):
+            s = head
+            break
+    s = s.rstrip(".")
     return s if len(s) <= room else s[:room - 3].rsplit(" ", 1)[0] + " ..."
 
 

@@ -66,6 +66,9 @@ def _help(words):
     if not words:
         return h.overview(h.terminal_width())
     name = " ".join(words)
+    if name.lower() == "recipes":           # as xs help recipes
+        from xstream_cli import recipes
+        return recipes.text()
     text = h.command_help(name)
     if text is None:
         guess = h.suggest(words[0])

@@ -6,7 +6,11 @@ shell script (``needs``: what else it needs: "spark", "redis-py").
 A block is run by bash with ``set -e`` in an empty directory, with the
 default store (the environment's) set to a store there that holds a
 stream ``events`` (a user's store); a command that runs until stopped
-ends with ``&`` (the test stops it when the block is done).
+ends with ``&`` (the test stops it when the block is done).  The blocks
+are also run one after another in one shell, as a reader who tries them
+all in turn would: so no block may depend on a file another block makes,
+nor make one (a store, a snapshot) that another block expects not to
+exist (each block names its own: restored.xs, copy.xs).
 """
 
 RECIPES = [
@@ -45,7 +49,7 @@ RECIPES = [
      ["xs XADD events '*' user alice",
       "xs save events.snap -q",
       "xs restore --check events.snap",
-      "xs --db copy.xs restore events.snap -q"], ()),
+      "xs --db restored.xs restore events.snap -q"], ()),
     ("Import from any producer",
      "JSON objects or field=value lines, one per line, into one stream; xs export lines (with IDs) "
      "into the streams they name.",
@@ -56,7 +60,7 @@ RECIPES = [
      "A private Unix socket in the store's directory (only you can reach it); any Redis client speaks to it "
      "(node-redis: createClient({ socket: { path: 'events.xs/serve.sock' } })).",
      ["xs --db events.xs serve &",
-      "sleep 1",
+      "until [ -S events.xs/serve.sock ]; do sleep 0.1; done",
       "redis-cli -s events.xs/serve.sock XADD events '*' user frank",
       "python3 -c \"import redis; print(redis.Redis(unix_socket_path='events.xs/serve.sock').xlen('events'))\""],
      ("redis-py",)),

@@ -102,9 +102,11 @@ def test_the_expire_example_runs(sh):
     assert 3_500_000 < json.loads(ls)[0]["ttl_ms"] <= 3_600_000
 
 
-def test_tail_json_into_import_copies_and_tail_greps_utf8(sh):
+def test_export_into_import_copies_and_tail_greps_utf8(sh):
+    """(The copy line also with more than xs tail's 10 entries:
+    test_docs_followed.py.)"""
     sh("xs XADD s '*' city München a 1 && xs XADD s '*' city Paris")
-    out, err, code = sh(in_docs("xs tail --json s | xs --db other import", GUIDE))
+    out, err, code = sh(in_docs("xs export s | xs --db other import", GUIDE))
     assert code == 0, err
     a, _, _ = sh("xs --json XRANGE s - +")
     b, _, _ = sh("xs --db other --json XRANGE s - +")

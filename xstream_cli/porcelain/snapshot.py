@@ -401,7 +401,7 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
                 if file != "-":
                     f.close()
     except ExchangeError as e:
-        _fail(str(e))
+        _fail(str(e) + ("" if from_url or skip_existing else _skip_existing_hint(e)))
     except OSError as e:
         _fail("cannot read %s: %s" % (file, e.strerror or e))
     except KeyboardInterrupt as e:
@@ -412,6 +412,15 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
         if st.below:
             extra += ", %d below the stream's last ID and not there (deleted or trimmed)" % st.below
     _summary("imported", st, extra)
+
+
+def _skip_existing_hint(e):
+    """After an import refused an explicit ID at or below a stream's last
+    ID (the stream holds entries already: a second import of the same
+    export, an import into a restored copy): how to skip them."""
+    if "is equal or smaller than the stream's last ID" not in getattr(e, "reason", ""):
+        return ""
+    return "; to skip the entries the stream already holds, run it again with --skip-existing"
 
 
 def _interrupted(verb, why):
