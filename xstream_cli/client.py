@@ -7,8 +7,10 @@
     from xstream_cli.client import AsyncRedis        # redis.asyncio
     r = AsyncRedis("/data/events.xs")
 
-``Redis(path, **kwargs)`` is a ``redis.Redis`` (``AsyncRedis``: a
-``redis.asyncio.Redis``), with every keyword redis-py takes
+``Redis(path, **kwargs)`` returns a ``redis.Redis`` (``AsyncRedis``: a
+``redis.asyncio.Redis``; both are functions, so there is no
+``Redis.from_url``: use this module's ``from_url``), with every keyword
+redis-py takes
 (``decode_responses``, ``protocol=3``, ``max_connections`` ...), so every
 method, pipeline and transaction of redis-py works.  ``from_url("xs:///
 data/events.xs?decode_responses=true")`` is the same for a URL.
