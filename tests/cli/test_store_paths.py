@@ -94,8 +94,10 @@ def test_a_store_with_its_server_socket_and_lost_and_found_is_still_a_store(tmp_
 
 # ------------------------------------------------------------- a missing store
 
+# (a blocking read -- XREAD BLOCK, tail -f -- waits for the store instead,
+# creating nothing: tests/cli/test_reader_before_store.py)
 @pytest.mark.parametrize("argv", [["XLEN", "orders"], ["XRANGE", "s", "-", "+"], ["XINFO", "STREAM", "s"],
-                                  ["XREAD", "BLOCK", "10", "STREAMS", "s", "$"], ["tail", "s"], ["tail", "-f", "s"],
+                                  ["XREAD", "STREAMS", "s", "0"], ["tail", "s"],
                                   ["export"], ["save", "-"], ["ls"], ["info"], ["trim", "--max-len", "1"]])
 def test_a_read_of_a_missing_store_fails_naming_it_and_creates_nothing(tmp_path, argv):
     db = tmp_path / "typo.xs"
