@@ -5,6 +5,7 @@ first entry written, `xs tail -f` prints it, BLOCK's timeout still
 holds (nil, no store made), and a non-blocking read of a missing store
 still fails."""
 import os
+import select
 import subprocess
 import time
 
@@ -47,8 +48,9 @@ def test_tail_f_started_before_the_store_prints_what_is_written(tmp_path):
         time.sleep(0.5)
         assert tail.poll() is None and not os.path.lexists(db)
         assert xs(db, "XADD", "events", "7-1", "n", "1").returncode == 0
-        line = tail.stdout.readline()
-        assert line == b"events 7-1 n=1\n"
+        ready, _, _ = select.select([tail.stdout], [], [], 30)
+        assert ready, "xs tail -f printed nothing within 30 s"
+        assert tail.stdout.readline() == b"events 7-1 n=1\n"
     finally:
         tail.kill()
         tail.wait()
