@@ -278,6 +278,19 @@ class ArchiveDir:
             raise
         return fd
 
+    def open_staged(self, data, rel):
+        """The staged file ``rel`` (a path below DIR/``data``, components)
+        opened for reading, every component reached without following a
+        link; ArchiveError when it is gone."""
+        parts = rel.split("/")
+        dfd = self.open_dirs(list(data) + parts[:-1], create=False)
+        if dfd is None:
+            raise ArchiveError("the staged file %s is gone" % self.label(*data, rel))
+        try:
+            return self.open_file(parts[-1], os.O_RDONLY, dir_fd=dfd, parts=tuple(data) + tuple(parts))
+        finally:
+            os.close(dfd)
+
     def open_dirs(self, parts, create, own=True, mode=None):
         """The directory DIR/parts..., each component opened without
         following a link (made if missing and ``create``: with ``mode``,
@@ -442,13 +455,7 @@ def copy_in(sdir, sdata, adir, data, files):
     reaches DIR by a path another user could redirect."""
     for rel, *_ in files:
         parts = rel.split("/")
-        sfd = sdir.open_dirs(list(sdata) + parts[:-1], create=False)
-        if sfd is None:
-            raise ArchiveError("the staged file %s is gone" % sdir.label(*sdata, rel))
-        try:
-            src = sdir.open_file(parts[-1], os.O_RDONLY, dir_fd=sfd, parts=tuple(sdata) + tuple(parts))
-        finally:
-            os.close(sfd)
+        src = sdir.open_staged(sdata, rel)
         try:
             dfd = adir.open_dirs(list(data) + parts[:-1], create=True, mode=0o700)
             try:

@@ -176,14 +176,7 @@ def _read_staged_ids(adir, data, rel):
     link; the file gets the run's file mode (private: 0600, unless
     --mode) and is fsynced on the way."""
     import pyarrow.parquet as pq
-    parts = rel.split("/")
-    dfd = adir.open_dirs(list(data) + parts[:-1], create=False)
-    if dfd is None:
-        raise ArchiveError("the staged file %s is gone" % adir.label(*data, rel))
-    try:
-        fd = adir.open_file(parts[-1], os.O_RDONLY, dir_fd=dfd, parts=tuple(data) + tuple(parts))
-    finally:
-        os.close(dfd)
+    fd = adir.open_staged(data, rel)
     with os.fdopen(fd, "rb") as f:
         _fix_mode(fd, adir.file_mode)       # Spark wrote it under its own umask
         os.fsync(fd)
