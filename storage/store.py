@@ -64,8 +64,25 @@ into place, so another process sees either no file or a complete one.
 A full disk is reported as such ("no space left on device while ...");
 LMDB reports a short write as EIO, which counts as a full disk when the
 file system has next to no space left.
+
+After fork().  A child inherits its parent's environments, but LMDB's
+locks (fcntl, per process) and reader slots (marked with the parent's
+pid) do not come along: the child must open the store anew and must
+never close an inherited environment, because closing aborts its
+transactions, and an aborted read transaction frees the *parent's*
+reader slot in the shared lock file (a writer may then reuse the pages
+the parent is reading).  So a Store remembers the pid that opened it:
+``close`` in another process lets go of its files and leaves the
+environment alone (referenced in ``_INHERITED``; py-lmdb's own
+finaliser does nothing in a process that did not open it).  And
+py-lmdb 3 refuses to open "an environment already open in this
+process", keyed by the files' device and inode in a set that fork
+copies; in a forked process the new environment is registered under
+keys qualified by the child's pid (``_open_env``), which keeps the
+guard for two opens in the child itself.
 """
 import os
+import threading
 import time
 
 import lmdb
@@ -96,6 +113,39 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
     take_store_lock,
 )
 from storage.txn import Retry, StoreFailure, Txn
+
+_INHERITED: "list" = []        # environments a forked child got from its parent: never closed here
+_forked = False                # this process is a fork() child (of a process that may hold stores)
+_fork_open = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _forked, _fork_open
+    _forked = True
+    _fork_open = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _lmdb_open(path: str, **kwargs: "Any") -> "Any":
+    """``lmdb.open``; in a forked child, beside the environments of the
+    same files inherited from the parent (see the module's text)."""
+    if not _forked:
+        return lmdb.open(path, **kwargs)
+    try:
+        from lmdb import _envid   # py-lmdb >= 3: the guard's keys
+    except ImportError:
+        return lmdb.open(path, **kwargs)      # older py-lmdb: no guard across fork
+    with _fork_open:
+        keys = _envid.env_keys
+        pid = os.getpid()
+        _envid.env_keys = lambda p, subdir: tuple(("forked", pid) + k for k in keys(p, subdir))
+        try:
+            return lmdb.open(path, **kwargs)
+        finally:
+            _envid.env_keys = keys
 
 if False:  # typing only (not imported at run time)
     from typing import Any, Callable, Dict, Literal, Optional, TypeVar
@@ -133,6 +183,7 @@ class Store:
         self.why_read_only: Optional[str] = None  # why this user cannot write (ReadOnlyStore.reason; by the opener)
         self._readers_checked = 0.0
         self.created = False      # this open made the store (there was no data.mdb)
+        self.pid = os.getpid()    # the process whose environment this is (see "After fork()")
         self.env = self._open_env(create and not readonly)
         self.dbs: Dict[bytes, Any] = {}       # name -> LMDB database handle (codec.DATABASES)
         while True:
@@ -195,7 +246,7 @@ class Store:
                 except OSError:
                     if create:
                         raise
-            return lmdb.open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
+            return _lmdb_open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
                              metasync=self.durable, writemap=False, lock=not lockless, readonly=self.readonly,
                              create=create, max_readers=MAX_READERS, mode=0o600)
         except BaseException as e:
@@ -310,6 +361,8 @@ class Store:
         commit if ``write`` and ``fn`` returned, abort otherwise.  With
         ``savepoints`` every write verb is atomic on its own (script
         mode).  Run again from scratch if the map must grow."""
+        if self.pid != os.getpid():
+            self._reopen_after_fork()
         if write and self.readonly:
             raise StoreFailure(self._read_only_failure())
         if write and time.monotonic() - self._readers_checked >= READER_CHECK_S:
@@ -399,9 +452,25 @@ class Store:
             self.env.close()
             raise StoreFailure(self._broken)
 
+    def _reopen_after_fork(self) -> None:
+        """First use in a forked child of a store its parent opened: keep
+        the parent's environment (never closed here), open the store's
+        files anew for this process (see "After fork()")."""
+        _INHERITED.append(self.env)
+        self._close_dir()         # our copies; the parent's descriptors (and its flock) stay
+        self.pid = os.getpid()
+        self.dbs = {}
+        self.env = self._open_env(False)
+        self._open_dbs()
+
     def close(self) -> None:
-        """Close the environment, then give back the store lock and the directory."""
-        self.env.close()
+        """Close the environment, then give back the store lock and the
+        directory.  In a forked child, for a store its parent opened: let
+        go of the files only (see "After fork()")."""
+        if self.pid != os.getpid():
+            _INHERITED.append(self.env)
+        else:
+            self.env.close()
         self._close_dir()
 
     def _close_dir(self):
@@ -421,6 +490,8 @@ class _TxnContext:
         self.store, self.write = store, write
 
     def __enter__(self) -> Txn:
+        if self.store.pid != os.getpid():
+            self.store._reopen_after_fork()
         if self.write and self.store.readonly:
             raise StoreFailure(self.store._read_only_failure())
         while True:

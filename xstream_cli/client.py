@@ -347,9 +347,18 @@ def _host(path):
         return h
 
 
+_inherited = []               # a forked child's hosts from its parent: kept, never used or closed
+
+
 def _forget():
-    """In a forked child: the parent's server thread did not come along."""
+    """In a forked child: the parent's server thread did not come along,
+    and its store's environment must not be used or closed here
+    (storage.store, "After fork()"); the child makes its own host on
+    first use, beside the parent's, which stays referenced."""
+    global _lock
+    _inherited.extend(_hosts.values())
     _hosts.clear()
+    _lock = threading.Lock()      # another thread may have held it at fork()
 
 
 if hasattr(os, "register_at_fork"):
