@@ -46,6 +46,7 @@ nothing on the command line's path imports this module.
 """
 import asyncio
 import errno
+import logging
 import os
 import select
 import socket
@@ -57,20 +58,93 @@ from xstream_cli.server.commands import LOCAL
 from xstream_cli.server.engine import Job, item_for
 from xstream_cli.server.resp import ProtocolError, RequestParser, encode, encode_replies, reply_end
 
+# a library's logger stays quiet unless the application configures
+# logging (the server's "transaction failed: ..." is the caller's error)
+logging.getLogger("xs.serve").addHandler(logging.NullHandler())
+
 _hosts = {}                   # store path -> _Host
 _lock = threading.Lock()
+
+
+NO_STORE = "no such store: %s (a write creates it, or Redis(path, create=True))"
+
+
+class _LazyStore:
+    """The store of a host, opened when it exists and made by the first
+    write (or at once with ``create``): a read of a missing store is an
+    error naming the path and makes nothing, as on the command line.
+    Until then it answers what the server asks of a store at start."""
+
+    durable = True
+
+    def __init__(self, path, create):
+        self.path = path
+        self._store = None
+        self._lock = threading.Lock()
+        if create or _exists(path):
+            self.resolve(create)
+
+    @property
+    def pending(self):
+        return self._store is None
+
+    def resolve(self, write):
+        """The store, opened now if it exists, made if ``write``; raises
+        StoreFailure naming the path when it is missing and this is a read."""
+        from storage.txn import StoreFailure
+        store = self._store
+        if store is not None:
+            return store
+        with self._lock:
+            if self._store is None:
+                if not write and not _exists(self.path):
+                    raise StoreFailure(NO_STORE % self.path)
+                from xstream_cli.context import open_path
+                parent = os.path.dirname(self.path)
+                if not _exists(self.path) and not os.path.isdir(parent):
+                    raise StoreFailure("cannot create the store %s: no such directory: %s" % (self.path, parent))
+                self._store = open_path(self.path)
+            return self._store
+
+    def run(self, fn, write=False, savepoints=False):
+        return self.resolve(write).run(fn, write=write, savepoints=savepoints)
+
+    def read(self):
+        return self.resolve(False).read()
+
+    def write(self):
+        return self.resolve(True).write()
+
+    @property
+    def readonly(self):
+        return self._store is not None and self._store.readonly
+
+    @property
+    def why_read_only(self):
+        return None if self._store is None else self._store.why_read_only
+
+    def __getattr__(self, name):
+        # dir_fd, root, check_readers ...: asked only of a store that exists
+        return getattr(self.resolve(False), name)
+
+    def close(self):
+        if self._store is not None:
+            self._store.close()
+
+
+def _exists(path):
+    return os.path.exists(os.path.join(path, "data.mdb"))
 
 
 class _Host:
     """The in-process server of one store: its thread and loop."""
 
-    def __init__(self, path):
-        from xstream_cli.context import open_path
+    def __init__(self, path, create=False):
         from xstream_cli.server.config import Config
         from xstream_cli.server.connection import Server
         self.path = path
-        self.store = open_path(path)
-        self.server = Server(self.store, Config(unixsocket=None, port=0, db=path, durable=self.store.durable))
+        self.store = _LazyStore(path, create)
+        self.server = Server(self.store, Config(unixsocket=None, port=0, db=path, durable=True))
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
         failed = []
@@ -115,7 +189,7 @@ class _Host:
             why = ours.recv(512).decode("utf-8", "replace").strip("-\r\n") or "refused by the store's server"
             ours.close()
             raise ConnectionRefusedError(why)
-        return _Wire(self.server, ours, client)
+        return _Wire(self, ours, client)
 
     def shutdown(self):
         try:
@@ -133,8 +207,9 @@ class _Wire:
     Client of this connection, whose state (protocol, AUTH, MULTI) says
     which way a command goes."""
 
-    def __init__(self, server, sock, client):
-        self.server = server
+    def __init__(self, host, sock, client):
+        self.host = host
+        server = self.server = host.server
         self.engine = server.engine
         self.sock = sock
         self.client = client
@@ -260,6 +335,8 @@ class _Wire:
         (Server._flush): one job, its blocked read waited for here."""
         c = self.client
         items = [item_for(a) for a in cmds]
+        if self.host.store.pending and not self._store_for(items):
+            return
         c.last = time.monotonic()
         c.last_cmd = cmds[-1][0]
         stats = self.server.stats
@@ -277,6 +354,35 @@ class _Wire:
             self.out += encode(r, c.proto, True)
             stats.reply(items[i], r)
             items = items[i + 1:]
+
+    def _store_for(self, items):
+        """A job on a store not made yet: a write makes it; a read is
+        answered "no such store" (nothing made), and a blocking read
+        (XREAD ... BLOCK) waits for the store to appear, as ``xs tail -f``
+        does -- until its BLOCK time (then its nil reply) or the socket's
+        timeout.  True: run the job."""
+        from storage.txn import StoreFailure
+        store = self.host.store
+        block = [it.args[0].block for it in items if it.cmd is not None and it.cmd.blocking
+                 and not it.write and it.args[0].block is not None]
+        if block and not any(it.write for it in items):
+            limit = [t for t in (block[0] / 1000 if block[0] else None, self.timeout) if t is not None]
+            deadline = time.monotonic() + min(limit) if limit else None
+            while not _exists(store.path):
+                if deadline is not None and time.monotonic() >= deadline:
+                    if self.timeout is not None and (not block[0] or self.timeout < block[0] / 1000):
+                        raise socket.timeout("timed out")
+                    self.out += encode_replies(items, [None] * len(items), self.client.proto)
+                    return False
+                time.sleep(0.05)
+        try:
+            store.resolve(any(it.write for it in items))
+        except StoreFailure as e:
+            err = RedisError("ERR %s" % e)
+            self.out += encode_replies(items, [err if it.reply is None else it.reply for it in items],
+                                       self.client.proto)
+            return False
+        return True
 
     def _execute(self, job):
         """(replies, blocked) of ``job``, committed: in this thread, or,
@@ -338,13 +444,24 @@ class _Wire:
         self.out += got
 
 
-def _host(path):
+def _host(path, create=False):
+    """The host of store ``path`` in this process (made on first use);
+    with ``create``, the store is made now if missing."""
     key = os.path.realpath(path)
     with _lock:
         h = _hosts.get(key)
         if h is None:
-            h = _hosts[key] = _Host(key)
-        return h
+            h = _hosts[key] = _Host(key, create)
+    if create and h.store.pending:
+        h.store.resolve(True)
+    return h
+
+
+def _connect_error(e):
+    """A store that cannot be had (StoreFailure, StoreError), as redis-py's
+    ConnectionError, naming the path and why."""
+    from redis.exceptions import ConnectionError
+    return ConnectionError(str(e))
 
 
 _inherited = []               # a forked child's hosts from its parent: kept, never used or closed
@@ -369,11 +486,21 @@ def _connection_classes():
     import redis.asyncio.connection as aconn
     import redis.connection as conn
 
+    from storage.files import StoreError
+    from storage.txn import StoreFailure
+
     class Connection(conn.UnixDomainSocketConnection):
         """redis-py's connection to the in-process server of store ``path``."""
 
+        def __init__(self, *args, create=False, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.create = create
+
         def _connect(self):
-            sock = _host(self.path).wire()
+            try:
+                sock = _host(self.path, self.create).wire()
+            except (StoreError, StoreFailure) as e:
+                raise _connect_error(e) from None
             sock.settimeout(self.socket_timeout)
             return sock
 
@@ -383,9 +510,17 @@ def _connection_classes():
     class AsyncConnection(aconn.UnixDomainSocketConnection):
         """redis.asyncio's connection to the in-process server of ``path``."""
 
+        def __init__(self, *args, create=False, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.create = create
+
         async def _connect(self):
             loop = asyncio.get_running_loop()
-            sock = await loop.run_in_executor(None, _host(self.path).connect)
+            try:
+                host = await loop.run_in_executor(None, _host, self.path, self.create)
+            except (StoreError, StoreFailure) as e:
+                raise _connect_error(e) from None
+            sock = await loop.run_in_executor(None, host.connect)
             sock.setblocking(False)
             self._reader, self._writer = await asyncio.open_connection(sock=sock)
             await self.on_connect()
@@ -406,21 +541,26 @@ def _classes_once():
     return _classes
 
 
-def Redis(path, **kwargs):
-    """A ``redis.Redis`` whose connections run on the store ``path`` (made
-    if missing) in this process.  ``kwargs``: redis-py's."""
+def Redis(path, create=False, **kwargs):
+    """A ``redis.Redis`` whose connections run on the store ``path`` in
+    this process.  A missing store is made by the first write (its
+    directory must exist), or at the first connection with ``create``;
+    a read of a missing store is an error naming the path and makes
+    nothing.  ``kwargs``: redis-py's."""
     import redis
     single = kwargs.pop("single_connection_client", False)
-    pool = redis.ConnectionPool(connection_class=_classes_once()[0], path=os.fspath(path), **kwargs)
+    pool = redis.ConnectionPool(connection_class=_classes_once()[0], path=os.fspath(path), create=create, **kwargs)
     return redis.Redis(connection_pool=pool, single_connection_client=single)
 
 
-def AsyncRedis(path, **kwargs):
+def AsyncRedis(path, create=False, **kwargs):
     """A ``redis.asyncio.Redis`` whose connections run on the store
-    ``path`` in this process; its blocking reads do not block the loop."""
+    ``path`` in this process; its blocking reads do not block the loop.
+    A missing store: as for ``Redis``."""
     import redis.asyncio
     single = kwargs.pop("single_connection_client", False)
-    pool = redis.asyncio.ConnectionPool(connection_class=_classes_once()[1], path=os.fspath(path), **kwargs)
+    pool = redis.asyncio.ConnectionPool(connection_class=_classes_once()[1], path=os.fspath(path), create=create,
+                                        **kwargs)
     return redis.asyncio.Redis(connection_pool=pool, single_connection_client=single)
 
 
@@ -441,6 +581,10 @@ def from_url(url, asyncio=False, **kwargs):
         raise ValueError("the URL %r names no store" % url)
     from redis.connection import URL_QUERY_ARGUMENT_PARSERS
     for name, value in parse_qsl(u.query):
+        if name == "create":
+            from redis.connection import to_bool
+            kwargs.setdefault("create", bool(to_bool(value)))
+            continue
         parse = URL_QUERY_ARGUMENT_PARSERS.get(name)
         kwargs.setdefault(name, parse(value) if parse else value)
     return (AsyncRedis if asyncio else Redis)(path, **kwargs)

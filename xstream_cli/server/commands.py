@@ -347,6 +347,10 @@ def _xs_version():
 @_local(b"INFO", arity=-1)
 def _info(srv, c, argv):
     sections = [a.decode("utf-8", "replace") for a in argv[1:]]
+    if getattr(srv.store, "pending", False):
+        # the in-process client's store, not made yet (xstream_cli.client):
+        # the server's own sections, and no keys
+        return Item(reply=_info_text(srv, sections, (0, 0)))
 
     def fn(tx):
         return _info_text(srv, sections, (len(tx.stream_names()), tx.expires()))
