@@ -135,7 +135,7 @@ def _lmdb_open(path: str, **kwargs: "Any") -> "Any":
     if not _forked:
         return lmdb.open(path, **kwargs)
     try:
-        from lmdb import _envid   # py-lmdb >= 3: the guard's keys
+        from lmdb import _envid  # py-lmdb >= 3: the guard's keys
     except ImportError:
         return lmdb.open(path, **kwargs)      # older py-lmdb: no guard across fork
     with _fork_open:

@@ -347,6 +347,15 @@ class Txn:
         """XREADGROUP (without waiting): [(key, entries)]."""
         return self._write(delivery.read_group, opts)
 
+    def deliver_spans(self, opts: "ReadOptions") -> "list":
+        """XREADGROUP of new entries only (every ID ``>``; no CLAIM,
+        MAXCOUNT or MAXSIZE), delivered as ``read_group`` delivers them,
+        without their entries: [(key, delivery.Span)], each the first and
+        last ID delivered and their number (the caller reads them from a
+        snapshot taken before the commit: a reply as long as the stream
+        need not be held)."""
+        return self._write(delivery.read_group, opts, True)
+
     def claim_wait_ms(self, keys: "Sequence[bytes]", group: bytes, min_idle: int) -> "Optional[int]":
         """Blocked XREADGROUP CLAIM: ms until an entry becomes claimable."""
         return self._read(delivery.claim_wait_ms, keys, group, min_idle)

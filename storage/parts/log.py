@@ -256,14 +256,17 @@ class EntryLog:
                 break
         return out
 
-    def ids(self, m, below=None):
-        """IDs from the first on, ascending (``below``: only IDs under it)."""
-        p = codec.sid_prefix(m.sid)
+    def ids(self, m, below=None, start=None, count=0):
+        """IDs ascending, lazily and without their fields: from the first
+        (or ``start``) on, only under ``below``, at most ``count`` (0: all)."""
         hi = codec.entry_key(m.sid, below) if below is not None else None
-        for k in self._kv.iter_prefix(self._db, p, values=False):
+        lo = codec.entry_key(m.sid, start) if start is not None else None
+        for n, k in enumerate(self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid), start=lo, values=False), 1):
             if hi is not None and k >= hi:
                 return
             yield codec.id_from_entry_key(k)
+            if n == count:
+                return
 
     def records(self, m, chunk=1000):
         """(ID, record) of every entry, ascending (snapshots, exports):

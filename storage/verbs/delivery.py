@@ -13,10 +13,30 @@ from storage.verbs.groups import need_group
 # ============================================================ XREADGROUP
 
 
-def read_group(p, o):
+class Span:
+    """New entries delivered to a consumer, as the IDs of the first and
+    the last (both delivered, with every entry between them) and their
+    number: ``read_group(..., spans=True)``."""
+    __slots__ = ("first", "last", "n")
+
+    def __init__(self, first, last, n):
+        self.first, self.last, self.n = first, last, n
+
+    def __len__(self):
+        return self.n
+
+
+def read_group(p, o, spans=False):
     """XREADGROUP without blocking: ``[(key, entries)]``.  Each entry is
     [id, fields] -- fields None for a deleted pending entry -- or, with
-    CLAIM, [id, fields, idle ms, delivery count]."""
+    CLAIM, [id, fields, idle ms, delivery count].
+
+    ``spans``: for a read of new entries only (every ID ``>``, no CLAIM,
+    MAXCOUNT or MAXSIZE), ``[(key, Span)]`` instead: the same delivery,
+    without holding the entries (the caller reads them from a snapshot
+    taken before the commit, a page at a time)."""
+    if spans and (o.claim is not None or o.maxcount or o.maxsize or any(w != b">" for w in o.ids)):
+        raise ValueError("spans: a read of new entries only")
     found = []
     for key, want in zip(o.keys, o.ids):
         m = p.streams.get(key)
@@ -43,7 +63,9 @@ def read_group(p, o):
             if o.claim is not None:
                 ents = _claim_idle(p, m, g, c, o.claim, count, budget)
             left = (count - len(ents)) if count else 0
-            if (not count or left > 0) and not budget.spent:
+            if spans:
+                ents = _deliver_span(p, m, g, c, count, o.noack)
+            elif (not count or left > 0) and not budget.spent:
                 news = _deliver_new(p, m, g, c, left, o.noack, budget)
                 if o.claim is not None:
                     news = [[i, f, 0, 0] for i, f in news]
@@ -70,6 +92,22 @@ def _deliver_new(p, m, g, c, count, noack, budget):
             p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
         out.append([fmt(i), fields])
     return out
+
+
+def _deliver_span(p, m, g, c, count, noack):
+    """``_deliver_new`` without the entries: a Span, or [] for none."""
+    if m.length == 0 or g.last_id >= m.last_id:
+        return []
+    first = i = None
+    n = 0
+    for i in p.log.ids(m, start=incr(g.last_id), count=count):
+        lag.advance(p.log, m, g, i)
+        if not noack:
+            p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
+        if first is None:
+            first = i
+        n += 1
+    return Span(first, i, n) if n else []
 
 
 def _history(p, m, g, c, after, count, budget):

@@ -145,60 +145,148 @@ class Session:
         return r
 
     def stream_range(self, cmd, args, out):
-        """XRANGE / XREVRANGE (``cmd`` and its parsed ``args``) in --json,
-        --jsonl or raw output, read in pages of PAGE entries inside ONE
-        read transaction (one consistent view, as a single read) and
-        written page by page: memory stays that of a page and the first
-        entry shows at once, however long the range; the bytes are
-        exactly those of the whole reply rendered at once.  Returns False
-        (nothing done) for any other command or mode: the usual path
-        answers it."""
-        if cmd.name not in ("xrange", "xrevrange") or self.mode not in ("json", "jsonl", "raw"):
+        """XRANGE / XREVRANGE / XREAD (``cmd`` and its parsed ``args``),
+        read in pages of PAGE entries inside ONE read transaction (one
+        consistent view, as a single read) and written page by page, in
+        every output mode: memory stays that of a page, the first entry
+        shows at once however long the reply, a reader that went away
+        (``| head -1``) stops the read at the next page, and the bytes
+        are exactly those of the whole reply rendered at once.  Returns
+        False (nothing done) for any other command, a reply bounded to a
+        page (COUNT), and an XREAD that has nothing yet and will block:
+        the usual path answers it."""
+        name = cmd.name
+        if self.mode not in ("raw", "json", "jsonl", "pretty"):
+            return False          # --no-raw numbers a reply's items across it: written whole
+        if name in ("xrange", "xrevrange"):
+            key, opts = args
+            if opts.count is not None and opts.count <= PAGE:
+                return False
+            with self.store.read() as tx:
+                pages = _pages(tx, key, opts.start, opts.end, opts.count, opts.rev)
+                self._write_paged(out, [(key, pages)], False)
+            return True
+        if name == "xreadgroup":
+            return self._stream_group_read(args[0], out)
+        if name != "xread":
             return False
-        key, opts = args
-        if opts.count is not None and opts.count <= PAGE:
+        opts = args[0]
+        if (opts.count and opts.count <= PAGE) or opts.maxcount or opts.maxsize:
             return False
+        from storage.ids import MAX_ID
+        with self.store.read() as tx:
+            try:
+                first = tx.read_streams(opts.replace(count=PAGE))
+            except RedisError:
+                return False                  # the usual path answers the error
+            if not first and opts.block is not None:
+                return False                  # it blocks: the usual path waits
+            streams = []
+            for key, page in first:
+                rest = None
+                if len(page) == PAGE and opts.count != PAGE:
+                    after = _after(page[PAGE - 1][0])
+                    if after is not None:
+                        rest = _pages(tx, key, after, MAX_ID, opts.count - PAGE if opts.count else None, False)
+                streams.append((key, _chain(page, rest)))
+            self._write_paged(out, streams, True)
+        return True
+
+    def _stream_group_read(self, opts, out):
+        """XREADGROUP of new entries (every ID ``>``; no CLAIM, MAXCOUNT
+        or MAXSIZE; no COUNT or one above a page), streamed: the write
+        transaction delivers them without holding them (Txn.deliver_spans)
+        and opens, before it commits, a read snapshot that holds them as
+        the delivery saw them (it changes no entry, and no other writer
+        runs before its commit); after the commit the reply is written
+        from that snapshot a page at a time.  A reply still follows its
+        commit; and an error, or a read that has nothing yet and will
+        block, goes the usual way (False; nothing committed)."""
+        if (opts.count and opts.count <= PAGE) or opts.maxcount or opts.maxsize or opts.claim is not None \
+                or any(i != b">" for i in opts.ids) or self.store.readonly:
+            return False
+        snapshot = []
+
+        def deliver(tx):
+            spans = tx.deliver_spans(opts)
+            if not spans and opts.block is not None:
+                raise _Nothing()         # it blocks: roll back, the usual path waits
+            if spans:
+                snapshot.append(self.store.read())
+                snapshot.append(snapshot[0].__enter__())
+            return spans
+        try:
+            spans = self.store.run(deliver, write=True)
+        except (RedisError, _Nothing):
+            for ctx in snapshot[:1]:
+                ctx.__exit__(None, None, None)
+            return False
+        except BaseException:
+            for ctx in snapshot[:1]:
+                ctx.__exit__(None, None, None)
+            raise
+        if not spans:
+            self._write_paged(out, [], True)
+            return True
+        ctx, tx = snapshot
+        try:
+            self._write_paged(out, [(key, _pages(tx, key, span.first, span.last, None, False))
+                                    for key, span in spans], True)
+        finally:
+            ctx.__exit__(None, None, None)
+        return True
+
+    def _write_paged(self, out, streams, read):
+        """Write a reply made of pages as ``output`` writes it whole:
+        ``streams`` is [(key, pages)]; ``read``: the XREAD map of streams
+        (an empty one is the nil reply), else one XRANGE list of entries."""
         import json as _json
 
-        from storage.options import RangeOptions
+        from xstream_cli import context
         from xstream_cli.output.render import entry_line, to_jsonable
-        left = opts.count
-        lo, hi = opts.start, opts.end
-        first = True
-        with self.store.read() as tx:
-            while True:
-                n = PAGE if left is None else min(PAGE, left)
-                page = tx.range(key, RangeOptions(lo, hi, n, opts.rev)) if lo <= hi else []
-                got = len(page)
-                if self.mode == "jsonl":
-                    data = b"".join(entry_line(key, e) for e in page)
-                elif self.mode == "raw":
-                    data = self.render(page) if got or first else b""
-                else:
-                    data = ((b"[" if first else b", " if got else b"")
-                            + b", ".join(_json.dumps(to_jsonable(e), ensure_ascii=False)
-                                         .encode("utf-8", "backslashreplace") for e in page))
-                first = False
-                if got < n or (left is not None and left - got <= 0):
-                    if self.mode == "json":
-                        data += b"]\n"
-                    out.write(data)
-                    out.flush()
-                    return True
-                out.write(data)
-                if left is not None:
-                    left -= got
-                ms, seq = (int(x) for x in page[got - 1][0].split(b"-"))
-                if opts.rev:
-                    if (ms, seq) == (0, 0):
-                        lo, hi = (1, 0), (0, 0)              # nothing below 0-0
-                    else:
-                        hi = (ms, seq - 1) if seq else (ms - 1, (1 << 64) - 1)
-                else:
-                    if (ms, seq) == ((1 << 64) - 1, (1 << 64) - 1):
-                        lo, hi = (1, 0), (0, 0)
-                    else:
-                        lo = (ms, seq + 1) if seq < (1 << 64) - 1 else (ms + 1, 0)
+        from xstream_cli.output.reply import Map
+        mode = self.mode
+        try:
+            if read and not streams:
+                self.output(None, out, argv=[b"XREAD"])     # XREAD's nil reply
+                return
+            if mode == "pretty":
+                from xstream_cli.output.pretty import write_pretty_paged
+                write_pretty_paged(streams if read else None, None if read else streams[0][1], out)
+                return
+            if mode == "jsonl":
+                for key, pages in streams:
+                    for page in pages:
+                        out.write(b"".join(entry_line(key, e) for e in page))
+            elif mode == "json":
+                out.write(b"{" if read else b"[")
+                for n, (key, pages) in enumerate(streams):
+                    if read:
+                        head = self.render(Map([(key, [])], flat=False))     # {"key": []}
+                        out.write((b", " if n else b"") + head[1:-4] + b"[")
+                    sep = b""
+                    for page in pages:
+                        if len(page):
+                            out.write(sep + b", ".join(_json.dumps(to_jsonable(e), ensure_ascii=False)
+                                                       .encode("utf-8", "backslashreplace") for e in page))
+                            sep = b", "
+                    if read:
+                        out.write(b"]")
+                out.write(b"}\n" if read else b"]\n")
+            else:
+                written = False
+                for key, pages in streams:
+                    if read:
+                        out.write(self.render(key))
+                    for page in pages:
+                        if len(page):
+                            out.write(self.render(page))
+                            written = True
+                if not read and not written:
+                    out.write(self.render([]))
+            out.flush()
+        except BrokenPipeError:
+            context.quiet_exit()
 
     def block(self, cmd, args, w):
         """Wait for a blocked read to be served or to time out
@@ -580,6 +668,57 @@ class _Error(_Text):
     """Such a message that reports a bad line ("Invalid argument(s)")."""
     __slots__ = ()
     error = True
+
+
+class _Nothing(Exception):
+    """A streamed XREADGROUP found nothing and will block."""
+
+
+def _pages(tx, key, lo, hi, left, rev):
+    """The entries of ``key`` from ``lo`` to ``hi`` (XRANGE's bounds,
+    XREVRANGE's order with ``rev``), at most ``left`` (None: all), in
+    pages of at most PAGE entries read as they are asked for."""
+    from storage.options import RangeOptions
+    while lo <= hi and (left is None or left > 0):
+        n = PAGE if left is None else min(PAGE, left)
+        page = tx.range(key, RangeOptions(lo, hi, n, rev))
+        got = len(page)
+        if got:
+            yield page
+        if got < n:
+            return
+        if left is not None:
+            left -= got
+        last = page[got - 1][0]
+        nxt = _before(last) if rev else _after(last)
+        if nxt is None:
+            return
+        if rev:
+            hi = nxt
+        else:
+            lo = nxt
+
+
+def _after(i):
+    """The ID after text ID ``i`` (None after the largest)."""
+    ms, seq = (int(x) for x in i.split(b"-"))
+    if seq < (1 << 64) - 1:
+        return ms, seq + 1
+    return (ms + 1, 0) if ms < (1 << 64) - 1 else None
+
+
+def _before(i):
+    """The ID before text ID ``i`` (None before 0-0)."""
+    ms, seq = (int(x) for x in i.split(b"-"))
+    if seq:
+        return ms, seq - 1
+    return (ms - 1, (1 << 64) - 1) if ms else None
+
+
+def _chain(page, rest):
+    yield page
+    if rest is not None:
+        yield from rest
 
 
 def _plainness(buf):

@@ -678,9 +678,32 @@ class EntryLines:
 def write_pretty(reply, out, width=None, colour=None):
     """Write ``reply`` to the binary stream ``out``, flushing as it goes.
     Ctrl-C while writing: colours reset, then KeyboardInterrupt goes on."""
+    _written(lambda w: w.value(reply), out, width, colour)
+
+
+def write_pretty_paged(streams, pages, out, width=None, colour=None):
+    """What ``write_pretty`` writes for an XREAD reply or an XRANGE list
+    of entries, from pages read as they are written (xs's streamed reads,
+    xstream_cli.execution.session): ``streams`` [(key, pages)] for XREAD,
+    else ``pages``, the entries' pages of one range."""
+    def entries(ps):
+        for page in ps:
+            yield from page
+
+    def write(w):
+        if streams is None:
+            w.entries(entries(pages))
+            return
+        for key, ps in streams:
+            w.line(w.st.head + plain(key) + w.st.off)
+            w.entries(entries(ps), 2)
+    _written(write, out, width, colour)
+
+
+def _written(fn, out, width, colour):
     w = Writer(out, width, colour)
     try:
-        w.value(reply)
+        fn(w)
         w.flush()
     except KeyboardInterrupt:
         try:

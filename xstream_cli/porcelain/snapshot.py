@@ -301,7 +301,10 @@ def export(ctx, streams, output, meta, to_url, replace):
     except (ExchangeError, SnapshotError) as e:
         _fail(str(e))
     except BrokenPipeError:
-        _fail("output closed before the export was complete")
+        # the reader had what it wanted (xs export | head -1), as for
+        # XRANGE and tail: quietly, status 0 (the store is unchanged)
+        from xstream_cli.context import quiet_exit
+        quiet_exit()
     except OSError as e:
         _fail("cannot write %s: %s" % (output, e.strerror or e))
     except KeyboardInterrupt:
@@ -375,6 +378,7 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
                                "are for files")
     if not from_url and len(args) > 1:
         raise click.UsageError("give one FILE (or - for stdin)")
+    fmt_given = fmt
     if fmt is None:
         fmt = "jsonl" if stream else "xs"
     if fmt == "xs" and (stream or id_field):
@@ -405,7 +409,9 @@ def import_(ctx, args, stream, fmt, id_field, skip_existing, from_url, replace, 
     except OSError as e:
         _fail("cannot read %s: %s" % (file, e.strerror or e))
     except KeyboardInterrupt as e:
-        _interrupted("import", _import_resume(e, file, from_url, fmt == "xs" or id_field is not None))
+        again = _import_command(ctx, file, stream, fmt_given, id_field, skip_existing, from_url, replace, batch,
+                                list(args))
+        _interrupted("import", _import_resume(e, file, from_url, fmt == "xs" or id_field is not None, again))
     extra = ""
     if getattr(st, "skipped", 0) or getattr(st, "below", 0):
         extra = "; skipped %d already there" % st.skipped
@@ -428,24 +434,68 @@ def _interrupted(verb, why):
     _fail("%s: interrupted; %s" % (verb, why), context.EXIT_INTERRUPTED)
 
 
-def _import_resume(e, file, from_url, ids_kept):
-    """What an interrupted import left, and how to finish it without
-    importing anything twice."""
+def _import_command(ctx, file, stream, fmt, id_field, skip_existing, from_url, replace, batch, names):
+    """The words of the import the user ran, with every option they gave
+    (the store always named, so the line works from any shell): a
+    function of the words to add (``extra``) and of the input."""
+    g = ctx.find_root().obj or context.Globals()
+    head = ["xs", "--db", context.db_path(g)] + ([] if g.durable else ["--no-sync"]) + ["import"]
+    opts = []
     if from_url:
-        return ("streams copied so far stay in the store; run the import again with --replace "
-                "to copy them whole")
+        opts += ["--from", _url_without_password(from_url)]
+    if stream:
+        opts += ["--stream", stream]
+    if fmt:
+        opts += ["--format", fmt]
+    if id_field is not None:
+        opts += ["--id-field", id_field]
+    if batch != 10000:
+        opts += ["--batch", str(batch)]
+
+    def command(extra, source):
+        import shlex
+        words = head + opts + [w for w in extra if w not in opts]
+        if skip_existing and "--skip-existing" not in words:
+            words.append("--skip-existing")
+        if replace and "--replace" not in words:
+            words.append("--replace")
+        return " ".join(shlex.quote(w) for w in words + source)
+    return command
+
+
+def _url_without_password(url):
+    """``redis://user:secret@host`` with the password left out (it is not
+    written to a terminal or a log): ``redis://user:PASSWORD@host``."""
+    import re
+    return re.sub(r"^([a-z]+://[^:@/]*:)[^@/]*@", r"\1PASSWORD@", url)
+
+
+def _import_resume(e, file, from_url, ids_kept, again):
+    """What an interrupted import left, and the whole command that
+    finishes it without importing anything twice (``again``: see
+    _import_command)."""
+    if from_url:
+        cmd = again(["--replace"], [])
+        if "PASSWORD@" in cmd and "PASSWORD@" not in from_url:
+            cmd += "   (your password in place of PASSWORD)"
+        return "streams copied so far stay in the store; to copy them whole, run: %s" % cmd
     committed = getattr(e, "committed", None)
+    src = [file]
+    fed = "" if file != "-" else " (with the same input on stdin)"
     if committed is None:
         return "nothing was imported"
     if not committed:
-        return "nothing was imported (run it again)"
+        return "nothing was imported; run it again: %s%s" % (again([], src), fed)
     kept = "%s imported (%d entr%s)" % ("line 1 stays" if committed == 1 else "lines 1-%d stay" % committed,
                                          e.entries, "y" if e.entries == 1 else "ies")
     if ids_kept:
-        return "%s; to finish, run the same import again with --skip-existing" % kept
-    src = "FILE" if file == "-" else file
+        return "%s; to finish, run the same import again with --skip-existing: %s%s" % (
+            kept, again(["--skip-existing"], src), fed)
+    import shlex
+    rest = "tail -n +%d %s" % (committed + 1, "FILE" if file == "-" else shlex.quote(file))
     return ("%s; the IDs were new, so running it again would add them twice: import the rest with "
-            "tail -n +%d %s | xs import ..." % (kept, committed + 1, src))
+            "%s | %s%s" % (kept, rest, again([], ["-"]),
+                           " (FILE: the input that was on stdin)" if file == "-" else ""))
 
 
 def register(cli):
