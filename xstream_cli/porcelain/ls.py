@@ -31,14 +31,12 @@ shares with it: durations, stream selection, and opening the store.
 import json
 import os
 import sys
-import time
 
 import click
 
 from xstream_cli import context
 from xstream_cli.porcelain.durations import parse_duration  # noqa: F401 (trim and archive take it from here)
 
-_GLOB_CHARS = frozenset(b"*?[\\")
 _WIDE = 10000            # rich tables are not expanded: lines keep their natural width
 
 
@@ -77,24 +75,16 @@ def human_bytes(n):
 
 
 def is_pattern(arg):
-    return any(c in _GLOB_CHARS for c in arg)
+    from storage.ops.overview import is_pattern as pattern
+    return pattern(arg)
 
 
 def select_streams(tx, args):
     """The streams ``args`` (bytes: names or globs) select, in store
     order, each once (no args: all), and the names given literally that
-    do not exist."""
-    from storage.glob import match
-    names = tx.stream_names()
-    if not args:
-        return names, []
-    have = set(names)
-    literal = [a for a in args if not is_pattern(a)]
-    patterns = [a for a in args if is_pattern(a)]
-    missing = list(dict.fromkeys(a for a in literal if a not in have))
-    wanted = set(literal)
-    chosen = [n for n in names if n in wanted or any(match(p, n) for p in patterns)]
-    return chosen, missing
+    do not exist (storage.ops.overview.select_streams)."""
+    from storage.ops.overview import select_streams as select
+    return select(tx, args)
 
 
 def fail_missing(missing):
@@ -198,40 +188,17 @@ def emit_table(mode, headers, rows, right, empty):
 
 # ------------------------------------------------------------------ xs ls
 
-def _stream_rows(tx, names, now):
-    from storage.errors import RedisError
-    from storage.options import StreamInfoOptions
-    out = []
-    for name in names:
-        try:
-            info = tx.stream_info(name, StreamInfoOptions())
-            groups = tx.groups_info(name)
-        except RedisError:            # gone since the names were read (cannot happen in one txn)
-            continue
-        first = info.first_entry[0] if info.first_entry else None
-        last = info.last_entry[0] if info.last_entry else None
-        lags = [g.lag for g in groups]
-        age = None
-        if last is not None:
-            age = now - int(last.split(b"-")[0])
-        expires = tx.expire_time(name)
-        out.append({"stream": name, "length": info.length, "first_id": id_text(first), "last_id": id_text(last),
-                    "last_generated_id": id_text(info.last_generated_id), "groups": len(groups),
-                    "pending": sum(g.pending for g in groups),
-                    "max_lag": None if not lags or None in lags else max(lags),
-                    "last_entry_age_ms": age, "ttl_ms": None if expires < 0 else max(0, expires - now)})
-    return out
+def _stream_rows(snap):
+    return [{"stream": v.name, "length": v.length, "first_id": id_text(v.first_id), "last_id": id_text(v.last_id),
+             "last_generated_id": id_text(v.last_generated_id), "groups": len(v.groups), "pending": v.pending,
+             "max_lag": v.max_lag, "last_entry_age_ms": v.last_entry_age_ms, "ttl_ms": v.ttl_ms}
+            for v in snap.streams]
 
 
-def _idle_rows(tx, names, idle_ms):
-    out = []
-    for name in names:
-        for group in tx.group_names(name):
-            for c in tx.consumers_info(name, group):
-                if c.idle > idle_ms:
-                    out.append({"stream": name, "group": group, "consumer": c.name, "idle_ms": c.idle,
-                                "inactive_ms": None if c.inactive == -1 else c.inactive, "pending": c.pending})
-    return out
+def _idle_rows(snap, idle_ms):
+    return [{"stream": v.name, "group": g.name, "consumer": c.name, "idle_ms": c.idle_ms,
+             "inactive_ms": c.inactive_ms, "pending": c.pending}
+            for v in snap.streams for g in v.groups for c in g.consumers if c.idle_ms > idle_ms]
 
 
 def _bytes_to_text(rows, keys):
@@ -241,21 +208,15 @@ def _bytes_to_text(rows, keys):
 def run_ls(g, globs, idle, json_flag):
     mode = output_mode(g, json_flag)
     idle_ms = parse_duration("--idle-consumers", idle) if idle is not None else None
+    from storage.ops.overview import snapshot
     store = open_existing(g)
     try:
-        now = int(time.time() * 1000)
-
-        def look(tx):
-            names, missing = select_streams(tx, [os.fsencode(a) for a in globs])
-            if missing:
-                return None, missing
-            if idle_ms is not None:
-                return _idle_rows(tx, names, idle_ms), []
-            return _stream_rows(tx, names, now), []
-
-        rows, missing = store.run(look)
+        snap = snapshot(store, [os.fsencode(a) for a in globs], detail=False, consumers=idle_ms is not None,
+                        dead_letters=False, store_facts=False)
     finally:
         store.close()
+    missing = snap.missing
+    rows = _idle_rows(snap, idle_ms) if idle_ms is not None else _stream_rows(snap)
     if missing:
         fail_missing(missing)
     if idle_ms is not None:
