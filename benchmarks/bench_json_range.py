@@ -1,12 +1,15 @@
-"""Benchmark: a long XRANGE as JSON -- time to the first byte, total
-time and peak memory of ``xs --json`` and ``xs --jsonl`` beside ``xs
-export`` (the streamed reference) and ``redis-cli --json`` on the same
-entries in redis-server (``appendfsync always``: the durable peer).
+"""Benchmark: a long read -- XRANGE, XREAD and XREADGROUP of a whole
+stream in every output mode (raw, --json, --jsonl, --pretty) -- time to
+the first byte, total time and peak memory, beside ``xs export`` (the
+streamed reference) and ``redis-cli`` on the same entries in
+redis-server (``appendfsync always``: the durable peer); then how long
+each takes to notice a reader that went away (``| head -1``).
 
     python3 benchmarks/bench_json_range.py [--entries 2000000]
 
 Each command runs in a fresh child writing to a pipe that is drained;
-max RSS is the child's peak resident set (os.wait4).
+max RSS is the child's peak resident set (os.wait4).  XREADGROUP runs on
+a group made fresh (XGROUP CREATE ... 0) before each run.
 """
 import argparse
 import os
@@ -39,6 +42,25 @@ def measure(argv, cwd=ROOT):
     return first or 0.0, time.monotonic() - t, n, ru.ru_maxrss / 1024.0
 
 
+def fresh(db, before):
+    """Run ``before`` (a fresh group) after dropping the group it makes."""
+    if before is None:
+        return
+    subprocess.run(XS + ["--db", db, "--no-sync", "XGROUP", "DESTROY", "big", "g"], stdout=subprocess.DEVNULL,
+                   cwd=ROOT)
+    subprocess.run(before, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)
+
+
+def head_one(argv):
+    """Seconds until ``argv`` exits after its reader took one line and
+    went away, and its exit status."""
+    t = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()
+    return time.monotonic() - t, p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=2_000_000)
@@ -48,10 +70,14 @@ def main():
     try:
         lines = b"".join(b"XADD big * user u%d action click n %d\n" % (i % 1000, i) for i in range(a.entries))
         subprocess.run(XS + ["--db", db, "--no-sync"], input=lines, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)
-        rows = [("xs --json XRANGE", XS + ["--db", db, "--json", "XRANGE", "big", "-", "+"]),
-                ("xs --jsonl XRANGE", XS + ["--db", db, "--jsonl", "XRANGE", "big", "-", "+"]),
-                ("xs raw XRANGE", XS + ["--db", db, "--raw", "XRANGE", "big", "-", "+"]),
-                ("xs export", XS + ["--db", db, "export", "big"])]
+        rows = []
+        for mode in ("--raw", "--json", "--jsonl", "--pretty"):
+            rows += [("xs %s XRANGE" % mode, XS + ["--db", db, mode, "XRANGE", "big", "-", "+"], None),
+                     ("xs %s XREAD" % mode, XS + ["--db", db, mode, "XREAD", "STREAMS", "big", "0"], None),
+                     ("xs %s XREADGROUP" % mode,
+                      XS + ["--db", db, mode, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "big", ">"],
+                      XS + ["--db", db, "--no-sync", "XGROUP", "CREATE", "big", "g", "0"])]
+        rows.append(("xs export", XS + ["--db", db, "export", "big"], None))
         redis = None
         if shutil.which("redis-server") and shutil.which("redis-cli"):
             s = socket.socket()
@@ -66,12 +92,22 @@ def main():
                 time.sleep(0.05)
             subprocess.run(["redis-cli", "-p", str(port)], input=lines, stdout=subprocess.DEVNULL, check=True)
             rows.append(("redis-cli --json XRANGE",
-                         ["redis-cli", "-p", str(port), "--json", "XRANGE", "big", "-", "+"]))
+                         ["redis-cli", "-p", str(port), "--json", "XRANGE", "big", "-", "+"], None))
+            rows.append(("redis-cli --json XREAD",
+                         ["redis-cli", "-p", str(port), "--json", "XREAD", "STREAMS", "big", "0"], None))
         print("%d entries" % a.entries)
         print("%-24s %10s %9s %12s %10s" % ("command", "first byte", "total", "bytes", "max RSS"))
-        for name, argv in rows:
+        for name, argv, before in rows:
+            fresh(db, before)
             first, total, n, rss = measure(argv)
             print("%-24s %9.2fs %8.2fs %12s %8.0f MB" % (name, first, total, format(n, ","), rss))
+        print()
+        print("%-24s %10s %10s" % ("| head -1", "seconds", "exit"))
+        for name, argv, before in rows:
+            if "--raw" in argv or name == "xs export":
+                fresh(db, before)
+                took, code = head_one(argv)
+                print("%-24s %9.2fs %10d" % (name, took, code))
         if redis is not None:
             redis.terminate()
             redis.wait()

@@ -24,7 +24,7 @@ CASES = [
                  "disk: a durable XREADGROUP CLAIM wrote",
                  marks=needs_redis, id="claim"),
     pytest.param("bench_snapshot.py", ["--sizes", "500"], "restore", id="snapshot"),
-    pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XRANGE", id="json_range"),
+    pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XREADGROUP", id="json_range"),
     pytest.param("bench_block_latency.py", ["-n", "5", "--gap", "2"], "xreadgroup", id="block_latency"),
     pytest.param("bench_reader_during_ingest.py", ["--lines", "3000", "--reads", "2"], "xs/redis during",
                  marks=needs_redis, id="reader_during_ingest"),
