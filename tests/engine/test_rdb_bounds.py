@@ -12,6 +12,7 @@ import tracemalloc
 import pytest
 
 from storage.codec import rdb as R
+from storage.codec.rdb.base import _U16LE, _U32LE
 from storage.errors import RedisError
 from storage.options import RestoreOptions
 
@@ -65,7 +66,7 @@ def lzf_string(data, ulen):
 
 
 def lp_header(total, count):
-    return R._U32LE.pack(total) + R._U16LE.pack(min(count, 65535))
+    return _U32LE.pack(total) + _U16LE.pack(min(count, 65535))
 
 
 def stream_value(node_blob_encoded, meta=(0, 5, 5, 0, 0, 0, 0, 0), groups=b"\x00", nodes=1):
@@ -163,7 +164,7 @@ def test_lengths_past_the_end_of_the_payload_are_refused_unread(db):
 def test_a_listpack_whose_header_claims_more_bytes_than_it_holds(db):
     blob = bytearray(R.rdb_listpack([1, 0, 1, b"f", 0, 2, 0, 1, b"v", 4]))
     for total in (len(blob) + 1, 0xFFFFFFFF, len(blob) - 1):
-        blob[0:4] = R._U32LE.pack(total)
+        blob[0:4] = _U32LE.pack(total)
         out, _ = restore(db, R.rdb_dump_payload(stream_value(R.rdb_string(bytes(blob)))))
         assert out == BAD
 

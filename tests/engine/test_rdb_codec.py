@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.codec import rdb as R
+from storage.codec.keys import listpack_int
 from storage.errors import RedisError
 from xstream_cli.commands import lookup
 
@@ -141,7 +142,7 @@ ELEMENT = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.binary(max_size=7
 
 def _norm(v):
     if isinstance(v, bytes):
-        i = R.listpack_int(v)
+        i = listpack_int(v)
         return i if i is not None else v
     return v
 
