@@ -69,7 +69,7 @@ _lock = threading.Lock()
 NO_STORE = "no such store: %s (a write creates it, or Redis(path, create=True))"
 
 
-class _LazyStore:
+class _StoreOnWrite:
     """The store of a host, opened when it exists and made by the first
     write (or at once with ``create``): a read of a missing store is an
     error naming the path and makes nothing, as on the command line.
@@ -143,7 +143,7 @@ class _Host:
         from xstream_cli.server.config import Config
         from xstream_cli.server.connection import Server
         self.path = path
-        self.store = _LazyStore(path, create)
+        self.store = _StoreOnWrite(path, create)
         self.server = Server(self.store, Config(unixsocket=None, port=0, db=path, durable=True))
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
