@@ -215,7 +215,11 @@ def man_xs1(families):
           esc("One JSON document per reply, one per line, in RESP3 shape: strings, numbers, "
               "null, arrays, objects for maps (XINFO, XREAD and XREADGROUP results keyed by "
               "stream), {\"error\": \"...\"} for errors. Bytes that are not UTF-8 are written as "
-              "{\"b64\": \"<base64>\"}, as xs export writes them (lossless). A long XRANGE or "
+              "{\"b64\": \"<base64>\"}, as xs export writes them (lossless). A map key (an object's "
+              "name must be a string) that is not UTF-8 is decoded with surrogateescape: each byte "
+              "that is not valid UTF-8 is the escape \\udcXX (XX the byte), a code point that valid "
+              "UTF-8 never holds, so a real backslash stays \\\\ and the key is read back with "
+              "json.loads and .encode(\"utf-8\", \"surrogateescape\"). A long XRANGE or "
               "XREVRANGE is written as it is read."),
           ".TP", "\\fB\\-\\-jsonl\\fR",
           esc("JSON lines of entries: the entries of XRANGE, XREVRANGE, XREAD and XREADGROUP one per "
@@ -246,7 +250,10 @@ def man_xs1(families):
                           "be opened."),
           ".TP", "2", esc("Usage error of xs itself: an unknown global option, a missing or bad "
                           "option value (-r, -i, XS_NO_SYNC), a bad option of a porcelain command."),
-          ".TP", "130", esc("Interrupted (SIGINT, Ctrl-C). Not so for the two commands that run until "
+          ".TP", "130", esc("Interrupted (SIGINT, Ctrl-C): xs ends as a process killed by SIGINT, as "
+                            "CPython does, so the shell reports 130, puts its prompt on a line of its "
+                            "own and stops a script's loop (a program that waits for xs sees the signal, "
+                            "not an exit code). Not so for the two commands that run until "
                             "stopped: xs worker, on SIGINT, SIGTERM or SIGHUP, stops its commands, gives "
                             "their entries back to the group (still pending) and exits 0 (with --once, 1 "
                             "if an entry failed); xs serve, on SIGINT or SIGTERM, drains its clients and "

@@ -71,6 +71,9 @@ def entry():
         except (OSError, ValueError):
             pass
         code = 130
+    if code == 130:                     # Ctrl-C (context.EXIT_INTERRUPTED): end as killed by SIGINT
+        from xstream_cli.runner import die_of_sigint
+        die_of_sigint()
     sys.exit(code)
 
 

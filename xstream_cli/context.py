@@ -16,7 +16,8 @@ EXIT_USAGE = 2            # the command line itself is wrong
 EXIT_INTERRUPTED = 130    # Ctrl-C
 
 # (mode, flag, help) -- the click options are generated from this table
-MODES = [("json", "--json", "JSON lines, RESP3-shaped (one document per reply)."),
+MODES = [("json", "--json", "JSON lines, RESP3-shaped (one document per reply); bytes that are not UTF-8: "
+                            "{\"b64\": ...} as a value, \\udcXX escapes (surrogateescape) in a map key."),
          ("jsonl", "--jsonl", "JSON lines of entries: XRANGE, XREVRANGE, XREAD, XREADGROUP give one line per "
                               "entry in the shape of xs export; other replies as --json."),
          ("raw", "--raw", "Exactly as redis-cli --raw (default when not a terminal)."),

@@ -90,6 +90,35 @@ def run_one(g, argv):
                 return EXIT_INTERRUPTED
 
 
+def die_of_sigint():
+    """End this process as one killed by SIGINT, as CPython itself does
+    after an unhandled KeyboardInterrupt: output flushed, exit handlers
+    run, SIGINT's default disposition restored and the signal sent to
+    ourselves.  A shell then sees what Ctrl-C means (status 130, its
+    prompt on a line of its own rather than after the ``^C``, a script's
+    loop stopped), which exit(130) does not tell it.  Returns only if
+    the signal could not end the process (then the caller exits 130)."""
+    import atexit
+    import os
+    import signal
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except Exception:                       # an exit handler never keeps us alive
+        pass
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)                       # delivered at once; never reached in practice
+    except (OSError, ValueError):           # not the main thread, or no such signal
+        pass
+
+
 def _await_store(g, args):
     """XREAD ... BLOCK on a store that does not exist yet: wait for it
     (context.wait_for_store), within BLOCK's time.  Every entry is new to

@@ -76,7 +76,7 @@ def run_line(line, work, env):
         finally:
             os.killpg(p.pid, signal.SIGINT)
             p.wait(timeout=30)
-        assert b"followed" in first and p.returncode == 130, (line, first, p.stderr.read())
+        assert b"followed" in first and p.returncode == -signal.SIGINT, (line, first, p.stderr.read())
         return
     p = subprocess.run(["bash", "-c", line], cwd=str(work), env=env, capture_output=True, timeout=120)
     assert p.returncode == 0, (line, p.stdout[-1000:], p.stderr[-2000:])

@@ -168,9 +168,14 @@ def _text(b):
 
 
 def _key(k):
-    """A map key (an object's name must be a string): UTF-8 as it is,
-    other bytes as \\xHH escapes (as xs shows names on a terminal)."""
-    return k.decode("utf-8", "backslashreplace") if type(k) is bytes else str(k)
+    """A map key (an object's name must be a string, so not {"b64"}):
+    decoded with surrogateescape.  Each byte that is not part of valid
+    UTF-8 becomes U+DC80..U+DCFF, which ``json`` writes as the JSON
+    escape ``\\udcXX`` (XX: the byte) -- a code point that text decoded
+    from valid UTF-8 never holds, so the convention is unambiguous and
+    reversible: ``json.loads`` then ``key.encode("utf-8",
+    "surrogateescape")`` gives the bytes back (docs/guide.md)."""
+    return k.decode("utf-8", "surrogateescape") if type(k) is bytes else str(k)
 
 
 def to_jsonable(r):

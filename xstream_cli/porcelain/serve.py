@@ -113,7 +113,9 @@ def register(cli):
                      protected_mode=protected_mode == "yes", maxclients=maxclients, durable=obj.durable,
                      db=context.db_path(obj), tls_port=tls_port, tls_cert_file=tls_cert_file,
                      tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients,
-                     native=os.environ.get("XS_SERVE_PURE", "") in ("", "0"))
+                     native=os.environ.get("XS_SERVE_PURE", "") in ("", "0"),
+                     maxclients_requested=click.get_current_context().get_parameter_source("maxclients")
+                     != click.core.ParameterSource.DEFAULT)
         problem = cfg.tls_problem()
         if problem:
             raise click.UsageError(problem)

@@ -1,6 +1,6 @@
 """xs tail: print the last entries of streams and follow new ones.
 
-    xs tail [-f] [-n N | --since DURATION | --from ID] [-c N]
+    xs tail [-f] [-n N | --since WHEN | --from ID] [-c N]
             [--group G --consumer C [--start ID] [--no-ack]] [--json] STREAM...
 
 Without a group: the last N entries (default 10) of EACH STREAM, merged
@@ -9,11 +9,15 @@ oldest first in ID order (``-n 2 a b`` prints up to four lines); with
 the first read, so nothing is missed between the two).  A STREAM given
 twice counts once.
 
---since D prints every entry of the last D (IDs from ``<now - D>-0``)
-and --from ID every entry from ID on, instead of the last N (a long
-history is read and written a page at a time); -c N stops after N
-entries in all, -f or not (kcat's -o s@ and -c, nats's --since and
---count).  They go without --group.
+--since WHEN prints every entry since WHEN (IDs from ``<WHEN in ms>-0``):
+a duration back from now (90s, 30m, 1h30m, 7d) or an ISO 8601 date or
+time (``2026-11-27``: its midnight; ``2026-11-27T10:00[:SS[.fff]]``; with
+``Z`` or an offset such as ``+01:00``; without them, local time, as the
+TZ variable says) -- anything else is a usage error naming both forms;
+--from ID every entry from ID on, instead of the last N (a long history
+is read and written a page at a time); -c N stops after N entries in
+all, -f or not (kcat's -o s@ and -c, nats's --since and --count).
+--since and --from go without --group.
 
 A STREAM that does not exist is an error ("xs: no such stream: NAME" on
 stderr), like tail(1) with a missing file: the streams that exist are
@@ -32,12 +36,19 @@ by the reader (a pipe holds 64 KiB: a reader that dies leaves what it
 did not read pending).  A write that fails (the reader is gone) stops
 xs tail: that entry and the rest stay pending.  --no-ack acknowledges
 nothing: entries are still delivered (they enter the consumer's pending
-list, as XREADGROUP does).  Without -f at most N entries of each stream
-are read; with -f, -n is ignored and everything the group delivers is
-printed.  A group that does not exist is created on each STREAM, as
-``XGROUP CREATE STREAM G ID MKSTREAM`` does, at --start (default $: new
-entries only; 0 for everything already there), as xs worker creates
-its group.  A reader
+list, as XREADGROUP does).  How many: -n N (default 10), at most N
+entries of each stream, from what the group has now, without waiting;
+-c N, the next N entries in all, waiting for them as -f does, then exit
+0 (kcat -G g -c N, nats consumer next --count N; the streams are read in
+turn, never more than is left to take, so no entry is delivered that is
+not printed); -f, everything, for ever.  -n goes with neither -f nor -c.
+A group that does not exist is created on each STREAM, as ``XGROUP
+CREATE STREAM G ID MKSTREAM`` does, at --start, and a line on stderr
+says so with the start used.  The default start is $ (new entries only:
+tail -f's habit, and a group started by a look at a busy stream does not
+pour out its history); xs worker's is 0 (everything already there: a
+queue's jobs written before the first worker must not be skipped).  A
+reader
 can still take a line and then fail to process it: for at-least-once
 processing (ack after the handler succeeded, retries, dead letters) use
 ``xs worker``.
@@ -65,11 +76,12 @@ Output, one entry per line:
             outside quotes ends the field, and a line never holds a raw
             newline or control character.
 
-Ctrl-C ends quietly with status 130 (as every read does), a closed pipe
-(``| head``) with status 0:
+Ctrl-C ends quietly, as a process killed by SIGINT (the shell's status
+130, as every read does), a closed pipe (``| head``) with status 0:
 with -f, a reader that goes away ends the wait at once.
 """
 import os
+import re
 import select
 import stat
 import sys
@@ -352,11 +364,14 @@ def _wait(store, keys, attempt, out):
         raise _Closed
 
 
-def _through_group(store, keys, n, follow, group, consumer, ack, out, line):
+def _through_group(store, keys, n, follow, group, consumer, ack, out, line, count=None):
     """With a group: history first, then new entries; each entry
-    acknowledged once the reader has its line (unless not ``ack``)."""
+    acknowledged once the reader has its line (unless not ``ack``).
+    ``count``: take that many entries in all, waiting for them as -f
+    does, then stop (kcat -G -c N, nats consumer next --count N)."""
     pos = {k: MIN_ID for k in keys}      # this consumer's pending entries first, then b">"
     left = {k: n for k in keys}          # without -f: entries still to print per stream
+    total = [count]
 
     def deliver(rows):
         taken = []
@@ -397,24 +412,115 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, line):
             if history_done:
                 continue                 # now the new entries of those streams
             return None if follow else 0
+    def counted(woken):
+        """-c N: read each stream in turn, never more than what is left
+        to take (so no entry is delivered that is not printed): 0 once N
+        entries were printed, None to wait for more."""
+        while True:
+            progress = False
+            for k in keys:
+                if total[0] <= 0:
+                    return 0
+                rows = store.run(lambda tx: _group_read(tx, [k], group, consumer, [pos[k]],
+                                                        min(BATCH, total[0])), write=True)
+                if pos[k] != b">":
+                    if not rows:
+                        pos[k] = b">"            # own pending entries done: now new ones
+                        progress = True
+                        continue
+                    pos[k] = _parse_id(rows[len(rows) - 1][1][0])
+                if rows:
+                    progress = True
+                    total[0] -= sum(1 for _, e in rows if e[1] is not None)
+                    deliver(rows)
+            if total[0] <= 0:
+                return 0
+            if not progress:
+                return None
+    if count is not None:
+        return _wait(store, keys, counted, out)
     if not follow:
         return rounds(False)
     return _wait(store, keys, rounds, out)
 
 
-def _ensure_groups(store, keys, group, start):
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
+                  r"(Z|[+-]\d{2}(?::?\d{2})?)?)?", re.IGNORECASE)
+_SINCE_FORMS = ("a duration back from now (500ms, 90s, 30m, 12h, 7d, 1h30m) or an ISO 8601 time or date "
+                "(2026-11-27, 2026-11-27T10:00, 2026-11-27T10:00:00.250Z, 2026-11-27T10:00+01:00; without Z "
+                "or an offset it is local time)")
+
+
+def since_ms(text, now=None):
+    """--since WHEN as a ms time: a duration back from ``now`` (seconds;
+    default: the clock), or an ISO 8601 date or time (``2026-11-27``:
+    its midnight; ``2026-11-27T10:00[:SS[.fff]]``, a space for T
+    allowed; ``Z`` or ``+HH:MM`` / ``+HHMM`` / ``+HH``; naive: local
+    time, as date(1) and nats read it).  Anything else: exit 2 naming
+    both forms."""
+    import datetime
+    import time
+
+    from xstream_cli.porcelain.durations import parse_duration
+    t = (text or "").strip()
+    if re.fullmatch(r"(?:\d+(?:ms|s|m|h|d|w))+", t.lower()):
+        now = time.time() if now is None else now
+        return max(0, int(now * 1000) - parse_duration("--since", t))
+    m = _ISO.fullmatch(t)
+    if m is None:
+        context.fail("--since: bad value %r: give %s" % (text, _SINCE_FORMS), context.EXIT_USAGE)
+    y, mo, d, hh, mm, ss, frac, tz = m.groups()
+    try:
+        micro = int((frac or "0")[:6].ljust(6, "0"))
+        zone = None
+        if tz:
+            if tz.upper() == "Z":
+                zone = datetime.timezone.utc
+            else:
+                digits = tz[1:].replace(":", "")
+                off = datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
+                zone = datetime.timezone(-off if tz[0] == "-" else off)
+        when = datetime.datetime(int(y), int(mo), int(d), int(hh or 0), int(mm or 0), int(ss or 0), micro,
+                                 tzinfo=zone)
+        ms = int(when.timestamp() * 1000)      # naive: local time (mktime)
+    except (ValueError, OverflowError, OSError) as e:
+        context.fail("--since: bad time %r (%s): give %s" % (text, e, _SINCE_FORMS), context.EXIT_USAGE)
+    return max(0, ms)
+
+
+def start_text(start, default_why):
+    """How a group's start reads in the line that says it was created."""
+    if start == b"$":
+        what = "$: new entries only"
+    elif start == (0, 0):
+        what = "0: every entry already there"
+    else:
+        what = "%d-%d" % start
+    return "%s%s" % (what, default_why)
+
+
+def _ensure_groups(store, keys, group, start, start_given):
     """Create ``group`` at ``start`` on each stream that lacks it (and
-    the stream, as MKSTREAM does); exit 1 with the reason if it cannot."""
+    the stream, as MKSTREAM does), saying so on stderr with the start
+    used; exit 1 with the reason if it cannot."""
     from storage.errors import RedisError
     from storage.ops.worker import ensure_group
     from storage.txn import StoreFailure
+    why = "" if start_given else ", the default of xs tail; --start 0 reads what is there"
     for k in dict.fromkeys(keys):
         try:
-            ensure_group(store, k, group, start)
+            made = ensure_group(store, k, group, start)
         except RedisError as e:
             context.fail(e.text)
         except StoreFailure as e:
             context.fail(str(e))
+        if made:
+            try:
+                sys.stderr.write("xs: tail: created group %s on stream %s at %s\n"
+                                 % (_text(group), _text(k), start_text(start, why)))
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
 
 
 def run_tail(store, keys, n, follow, group, consumer, line, ack=True, start=None, count=None):
@@ -427,7 +533,7 @@ def run_tail(store, keys, n, follow, group, consumer, line, ack=True, start=None
     try:
         if group is None:
             return _follow(store, keys, n, follow, out, line, start, count)
-        return _through_group(store, keys, n, follow, group, consumer, ack, out, line)
+        return _through_group(store, keys, n, follow, group, consumer, ack, out, line, count)
     except _Closed:
         context.quiet_exit()
     except RedisError as e:
@@ -446,19 +552,24 @@ def register(cli):
     @cli.command("tail")
     @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries as they arrive.")
     @click.option("-n", "--lines", "n", type=click.IntRange(min=0), default=None,
-                  metavar="N", help="How many of the last entries of each stream to print first (default 10).")
-    @click.option("--since", metavar="DURATION",
-                  help="Print every entry of the last DURATION (90s, 30m, 1h, 7d) instead of the last N.")
+                  metavar="N", help="How many of the last entries of each stream to print first (default 10); "
+                                    "with --group and no -f: at most N of each stream, from what is there.")
+    @click.option("--since", metavar="WHEN",
+                  help="Print every entry since WHEN instead of the last N: a duration back from now (90s, "
+                       "30m, 1h, 7d) or an ISO 8601 time or date (2026-11-27, 2026-11-27T10:00, with Z or "
+                       "+01:00; without them: local time).")
     @click.option("--from", "from_", metavar="ID",
                   help="Print every entry from ID on (an ID or a ms time) instead of the last N.")
     @click.option("-c", "--count", type=click.IntRange(min=1), metavar="N",
-                  help="Stop after N entries in all (with -f too), then exit 0.")
+                  help="Stop after N entries in all (with -f too), then exit 0; with --group: take the "
+                       "next N through the group, waiting for them as -f does.")
     @click.option("--group", metavar="G",
                   help="Read through consumer group G (XREADGROUP), acking each entry its reader took.")
     @click.option("--consumer", metavar="C", help="Consumer name within the group (with --group).")
     @click.option("--start", metavar="ID",
-                  help="With --group: where a group that does not exist yet starts: $ (default: new "
-                       "entries only), 0 (everything) or an ID.")
+                  help="With --group: where a group that does not exist yet starts: $ (the default, "
+                       "as tail -f: new entries only), 0 (everything already there: xs worker's default) "
+                       "or an ID.  Creating it is said on stderr.")
     @click.option("--no-ack", "no_ack", is_flag=True,
                   help="With --group: acknowledge nothing (entries stay in the consumer's pending list).")
     @click.option("--json", "json_", is_flag=True,
@@ -486,11 +597,16 @@ def register(cli):
         With --group/--consumer, entries are read through the group (this
         consumer's pending ones first) and each is acknowledged once its
         line was written, flushed and, on a pipe, read by the reader; if
-        the reader goes away, the rest stay pending.  A missing group is
-        created at --start ($: new entries; 0: all).  --no-ack leaves
-        every entry pending.  xs tail cannot know that the reader
-        processed a line: for at-least-once processing use xs worker.
-        Ctrl-C ends quietly with status 130, a closed pipe with 0.
+        the reader goes away, the rest stay pending.  -n N: at most N of
+        each stream, from what is there (no waiting); -c N: the next N
+        in all, waiting for them; -f: everything, for ever.  A missing
+        group is created at --start, by default $ (new entries only, as
+        tail -f; xs worker's default is 0, every entry, as a queue
+        needs), and stderr says so.  --no-ack leaves every entry
+        pending.  xs tail cannot know that the reader processed a line:
+        for at-least-once processing use xs worker.
+        Ctrl-C ends quietly as killed by SIGINT (status 130), a closed
+        pipe with 0.
         """
         if (group is None) != (consumer is None):
             raise click.UsageError("--group and --consumer go together")
@@ -503,15 +619,16 @@ def register(cli):
         if (since is not None or from_ is not None) and n is not None:
             raise click.UsageError("-n and --%s: give one (-n is the last N, --%s is every entry from a point)"
                                    % (("since",) * 2 if since is not None else ("from",) * 2))
-        if group is not None and (since is not None or from_ is not None or count is not None):
-            raise click.UsageError("--since, --from and --count go without --group (with a group, -n "
-                                   "limits what is read, and the group says where it starts)")
+        if group is not None and (since is not None or from_ is not None):
+            raise click.UsageError("--since and --from go without --group (the group says where it "
+                                   "starts; --start, for a group that does not exist yet)")
+        if group is not None and n is not None and (follow or count is not None):
+            raise click.UsageError("with --group, -n N takes at most N of each stream from what is there, "
+                                   "then exits: it goes without %s (-c N: the next N in all, waiting for "
+                                   "them; -f: everything, for ever)" % ("-f" if follow else "-c"))
         history = None
         if since is not None:
-            import time as _time
-
-            from xstream_cli.porcelain.durations import parse_duration
-            history = (max(0, int(_time.time() * 1000) - parse_duration("--since", since)), 0)
+            history = (since_ms(since), 0)
         elif from_ is not None:
             from storage.errors import RedisError
             from storage.ids import parse_range_id
@@ -547,7 +664,7 @@ def register(cli):
         store = context.open_store(g, create=False)     # a read: a missing store is an error
         try:
             if group is not None:
-                _ensure_groups(store, keys, os.fsencode(group), start_id)
+                _ensure_groups(store, keys, os.fsencode(group), start_id, start is not None)
             code = run_tail(store, keys, n, follow,
                             None if group is None else os.fsencode(group),
                             None if consumer is None else os.fsencode(consumer), line, not no_ack,

@@ -9,6 +9,7 @@ REDIS_VERSION = "8.10.0"        # the Redis whose stream semantics xs has
 # descriptors a client may hold: its socket, and while blocked a Canceller's
 # pipe, the eventfd the inotify hub rings and its group queue's directory
 FDS_PER_CLIENT = 5
+DEFAULT_MAXCLIENTS = 10000     # Redis's, and xs serve's --maxclients
 RESERVED_FDS = 64               # the store, listening sockets, logs, notification files
 
 
@@ -23,10 +24,10 @@ class Config:
     """The server's settings (CONFIG GET / SET)."""
 
     def __init__(self, bind="127.0.0.1", port=6379, unixsocket=None, unixsocketperm=0o700,
-                 requirepass=None, protected_mode=True, maxclients=10000,
+                 requirepass=None, protected_mode=True, maxclients=DEFAULT_MAXCLIENTS,
                  max_bulk=512 << 20, output_limit=256 << 20, durable=True, db="", tls_port=0,
                  tls_cert_file=None, tls_key_file=None, tls_ca_cert_file=None, tls_auth_clients="yes",
-                 native=True):
+                 native=True, maxclients_requested=None):
         self.bind = bind
         self.port = port
         self.unixsocket = unixsocket
@@ -34,6 +35,10 @@ class Config:
         self.requirepass = requirepass or None
         self.protected_mode = protected_mode
         self.maxclients = maxclients
+        # whether the user asked for maxclients (fit_open_files warns then);
+        # None: asked for unless it is the default
+        self.maxclients_requested = (maxclients != DEFAULT_MAXCLIENTS if maxclients_requested is None
+                                     else maxclients_requested)
         self.max_bulk = max_bulk
         self.output_limit = output_limit
         self.durable = durable
@@ -149,9 +154,17 @@ class Config:
 
     def fit_open_files(self):
         """Make room for ``maxclients`` in the open-file limit, as Redis
-        does at start: raise the soft RLIMIT_NOFILE toward the hard one,
-        and if that is not enough, lower maxclients to what fits (with
-        descriptors in reserve).  Returns the message to log, or None."""
+        does at start (adjustOpenFilesLimit): raise the soft RLIMIT_NOFILE
+        toward the hard one, and if that is not enough, lower maxclients
+        to what fits (with descriptors in reserve).
+
+        Logged here, on the server's log: a warning when the user asked
+        for that many clients (--maxclients other than the default), as
+        Redis warns; otherwise one info line, since nobody asked for
+        10000 clients (Redis's default needs 10032 descriptors, xs's
+        5 a client: 50064, more than many hard limits, so every start
+        would warn).  Returns None (the caller logs nothing more)."""
+        import logging
         import resource
         need = self.maxclients * FDS_PER_CLIENT + RESERVED_FDS
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -168,9 +181,15 @@ class Config:
         if self.maxclients <= self.fd_clients:
             return None
         asked, self.maxclients = self.maxclients, self.fd_clients
-        return ("you requested maxclients of %d requiring at least %d max file descriptors; the open files limit "
-                "is %d: maxclients has been reduced to %d to compensate for low ulimit. If you need higher "
-                "maxclients increase 'ulimit -n'." % (asked, need, soft, self.maxclients))
+        log = logging.getLogger("xs.serve")
+        if self.maxclients_requested:
+            log.warning("you requested maxclients of %d requiring at least %d max file descriptors; the open "
+                        "files limit is %d: maxclients has been reduced to %d to compensate for low ulimit. "
+                        "If you need higher maxclients increase 'ulimit -n'.", asked, need, soft, self.maxclients)
+        else:
+            log.info("maxclients has been reduced to %d to fit the open files limit (%d; the default of %d "
+                     "clients needs %d); for more clients raise 'ulimit -n'", self.maxclients, soft, asked, need)
+        return None
 
     def _set_pass(self, v):
         self.requirepass = v or None

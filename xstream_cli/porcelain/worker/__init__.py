@@ -3,8 +3,12 @@
     xs worker STREAM -g GROUP -c CONSUMER [OPTIONS] -- CMD [ARG...]
 
 Reads STREAM through consumer group GROUP as CONSUMER (the group is
-created if missing, at --start, default 0; a missing stream is created
-with it, as XGROUP CREATE ... MKSTREAM does) and runs CMD once per entry.
+created if missing, at --start, and a line on stderr says so with the
+start used, unless -q; a missing stream is created with it, as XGROUP
+CREATE ... MKSTREAM does) and runs CMD once per entry.  The default
+start is 0, every entry already there: a queue's jobs written before
+the first worker started must not be skipped (xs tail --group starts at
+$, new entries only, as tail -f does).
 Where entries come from, in order: this consumer's own pending entries
 (a previous run stopped before acknowledging them), then entries other
 consumers left idle longer than --claim-idle ms and entries given back
@@ -124,7 +128,10 @@ def register(cli):
     @click.option("-g", "--group", required=True, metavar="GROUP", help="Consumer group (created if missing).")
     @click.option("-c", "--consumer", required=True, metavar="CONSUMER", help="Consumer name within the group.")
     @click.option("--start", default="0", show_default=True, metavar="ID",
-                  help="Where a new group starts: an ID, 0 (everything) or $ (new entries only).")
+                  help="Where a group that does not exist yet starts: 0 (the default: every entry already "
+                       "there, as a queue needs: jobs written before the first worker are not skipped), $ "
+                       "(new entries only: xs tail --group's default) or an ID.  Creating it is said on "
+                       "stderr (not with -q).")
     @click.option("--claim-idle", type=click.IntRange(min=1), default=60000, show_default=True, metavar="MS",
                   help="Take entries other consumers left pending longer than MS.")
     @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SEC",
@@ -151,8 +158,9 @@ def register(cli):
         """Run CMD for each entry of STREAM, at least once (XACK on exit 0).
 
         \b
-        The group is created if missing (at --start; a missing stream
-        too).  Order: this consumer's own pending entries, then entries
+        The group is created if missing (at --start, by default 0: every
+        entry already there; a missing stream too), and stderr says so.
+        Order: this consumer's own pending entries, then entries
         idle longer than --claim-idle (and NACKed ones), then new ones;
         then it waits for more (unless --once).
         \b
@@ -203,7 +211,17 @@ def register(cli):
                          "give this one another --consumer" % (consumer, group, stream,
                                                                " (pid %d)" % e.pid if e.pid else ""))
         try:
-            W.ensure_group(store, skey, os.fsencode(group), start_id)
+            if W.ensure_group(store, skey, os.fsencode(group), start_id) and not quiet:
+                from click.core import ParameterSource
+
+                from xstream_cli.output.render import terminal_text
+                from xstream_cli.porcelain.tail import start_text
+                why = ("" if ctx.get_parameter_source("start") != ParameterSource.DEFAULT
+                       else ", the default of xs worker; --start $ for new entries only")
+                sys.stderr.write("xs: worker: created group %s on stream %s at %s\n"
+                                 % (terminal_text(os.fsencode(group)), terminal_text(skey),
+                                    start_text(start_id, why)))
+                sys.stderr.flush()
             w = Worker(store, skey, os.fsencode(group), os.fsencode(consumer), list(cmd),
                        claim_idle=claim_idle, timeout=timeout, retry_delay=retry_delay,
                        max_deliveries=max_deliveries,
