@@ -90,7 +90,8 @@ def main():
                 if subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True).stdout == b"PONG\n":
                     break
                 time.sleep(0.05)
-            subprocess.run(["redis-cli", "-p", str(port)], input=lines, stdout=subprocess.DEVNULL, check=True)
+            # pipelined (--pipe): one fsync per batch of commands, not one per XADD
+            subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=lines, stdout=subprocess.DEVNULL, check=True)
             rows.append(("redis-cli --json XRANGE",
                          ["redis-cli", "-p", str(port), "--json", "XRANGE", "big", "-", "+"], None))
             rows.append(("redis-cli --json XREAD",
