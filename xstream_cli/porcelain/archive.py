@@ -266,6 +266,13 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
     except OSError as e:
         progress.end()
         context.fail("archive: %s%s" % (e.strerror or e, " (%s)" % e.filename if e.filename else ""))
+    except KeyboardInterrupt:
+        progress.end()              # the "interrupted" line starts a line of its own
+        raise
+    except archive.Terminated as e:
+        # SIGTERM or SIGHUP while Spark ran: its JVM is ended; xs dies of the signal, as it would elsewhere
+        progress.end()
+        _die_of(e.signum)
     progress.end()
     if quiet:
         # cron mails stderr: work a group has not done, kept back (or
@@ -281,6 +288,20 @@ def run_archive(g, streams, to, older_than, before, master, fields_list, dry, qu
             _say(line)
         return
     _say(_summary(res, cut, to))
+
+
+def _die_of(signum):
+    """Say so, then die of ``signum`` (exit status 128+signum to a shell)."""
+    import signal
+    try:
+        sys.stderr.write("xs: archive: %s (nothing is lost; run it again to finish)\n"
+                         % ("terminated" if signum == signal.SIGTERM else "hung up"))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)          # (not reached)
 
 
 def register(cli):

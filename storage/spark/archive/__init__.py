@@ -97,6 +97,13 @@ the execute bits, exactly, whatever the umask.  What earlier runs made
 keeps its mode; missing parents of DIR are made as ``mkdir -p`` makes
 them; the staging area, which a run removes when it ends, stays 0700.
 
+Spark's JVM (job.SparkJvm) lives no longer than step 5: it runs in a
+session of its own (a terminal's Ctrl-C and hangup reach xs only), its
+output goes to DIR/_xs_archive.log, and it and every process it starts
+are ended when the step ends, when Ctrl-C (KeyboardInterrupt) or SIGTERM
+or SIGHUP (job.Terminated) interrupts it, and, through a watchdog
+process, when xs itself is killed.
+
 Killed at any point, no entry is lost and a re-run converges without
 duplicate rows:
 
@@ -197,6 +204,9 @@ from storage.spark.archive.directory import (
     private_staging,
 )
 from storage.spark.archive.job import (
+    MARK,
+    SparkJvm,
+    Terminated,
     _glob_escape,
     _not_utf8,
     _read_staged_ids,
@@ -262,6 +272,7 @@ __all__ = [
     "LOCK",
     "LOG",
     "Lock",
+    "MARK",
     "MANIFEST",
     "MANIFEST_MAX",
     "NetStore",
@@ -270,7 +281,9 @@ __all__ = [
     "SHARED_HINT",
     "STAGE_PREFIX",
     "STAGING",
+    "SparkJvm",
     "StreamPlan",
+    "Terminated",
     "_FINAL",
     "_HEX64",
     "_ID_TEXT",

@@ -45,9 +45,10 @@ class _StderrToLog:
         os.close(self.saved)
 
 
-def spark_session(master, log_fd, root=None):
+def spark_session(master, log_fd, root=None, jvm=None):
     """A SparkSession for archiving (local[*] unless ``master``); the
-    JVM's stderr goes to the open file ``log_fd``."""
+    JVM's stderr goes to the open file ``log_fd``; ``jvm``: the run's
+    SparkJvm, which launches the JVM and stops it with the run."""
     import sys
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -58,7 +59,7 @@ def spark_session(master, log_fd, root=None):
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + paths)
     old_umask = os.umask(0o077)     # the JVM and its workers make what they write private
     try:
-        spark = _start_spark(master, log_fd)
+        spark = _start_spark(master, log_fd, jvm)
     finally:
         os.umask(old_umask)
     from storage.spark.source import register
@@ -66,16 +67,330 @@ def spark_session(master, log_fd, root=None):
     return spark
 
 
-def _start_spark(master, log_fd):
+def _conf(master):
+    from pyspark import SparkConf
+    return (SparkConf().setMaster(master or "local[*]").setAppName("xs archive")
+            .set("spark.ui.enabled", "false")
+            .set("spark.sql.session.timeZone", "UTC")
+            .set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"))
+
+
+def _start_spark(master, log_fd, jvm=None):
     with _StderrToLog(log_fd):
         from pyspark.sql import SparkSession
-        spark = (SparkSession.builder.master(master or "local[*]").appName("xs archive")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.session.timeZone", "UTC")
-                 .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-                 .getOrCreate())
+        conf = _conf(master)
+        if jvm is not None:
+            jvm.launch(conf, log_fd)        # the run's own JVM (else: the process's, as getOrCreate finds it)
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+# ================================================================ the run's JVM
+
+MARK = "XS_ARCHIVE_JVM"     # in the environment of the run's JVM and of every process it starts
+GRACE = 3.0                 # seconds a JVM has to exit on SIGTERM before SIGKILL
+
+
+def _sweep(marker, grace):
+    """Kill every process whose environment holds ``marker`` (bytes,
+    NAME=VALUE): SIGTERM, then SIGKILL after ``grace`` seconds (at once
+    when 0), until none is left (at most ``grace`` + 5 s).  Self-contained:
+    the watchdog runs its source."""
+    import os
+    import signal
+    import time
+
+    def marked():
+        found: list = []
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return found
+        for d in names:
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/environ" % d, "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if marker in env.split(b"\0"):
+                found.append(int(d))
+        return found
+
+    start = time.monotonic()
+    termed = set()
+    while True:
+        pids = marked()
+        if not pids:
+            return
+        now = time.monotonic() - start
+        if now > grace + 5:
+            return
+        for pid in pids:
+            if now >= grace or pid not in termed:
+                try:
+                    os.kill(pid, signal.SIGKILL if now >= grace else signal.SIGTERM)
+                except OSError:
+                    pass
+                termed.add(pid)
+        time.sleep(0.05)
+
+
+def _watchdog(marker):
+    """The watchdog's main: wait for EOF on stdin (the run ended or died,
+    even by SIGKILL), then kill what is left of its JVM at once."""
+    import os
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            if not os.read(0, 512):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    _sweep(os.fsencode(marker), 0)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP while Spark ran: raised in the main thread so
+    that the JVM is stopped and the run unwinds as on Ctrl-C (then the
+    caller dies of ``signum``)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class SparkJvm:
+    """Spark's JVM for one run, tied to it: launched (through pyspark's
+    launch_gateway) in a session of its own, so a terminal's Ctrl-C and
+    hangup reach xs only, with stdout and stderr in the run's log; its
+    environment and that of every process it starts (the Python workers)
+    holds MARK=<random token>, by which ``stop`` finds and kills them all.
+    A watchdog process (its own session too) holds the read end of a pipe
+    only this process writes: when the run ends or dies (even SIGKILLed)
+    it reads EOF and kills whatever still holds the token.  While the
+    JVM lives, SIGTERM and SIGHUP raise Terminated and pyspark's SIGINT
+    handler (which calls the JVM from a signal handler) is not kept:
+    Ctrl-C raises KeyboardInterrupt as it does elsewhere in xs."""
+
+    def __init__(self):
+        import uuid
+        self.token = uuid.uuid4().hex
+        self.marker = "%s=%s" % (MARK, self.token)
+        self.proc = None                # the JVM's Popen, once launched
+        self.ours = False               # pyspark's gateway is ours to forget when the JVM is gone
+        self.watchdog = None
+        self.pipe = None
+        self.saved: dict = {}
+        self.quiet = None
+
+    def __enter__(self):
+        self._quiet_logging()
+        self._handle_signals()
+        self._start_watchdog()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _quiet_logging(self):
+        """py4j and pyspark log their tracebacks through the root logger
+        (which, unconfigured, prints them): while the JVM lives, a root
+        without handlers gets a NullHandler."""
+        import logging
+        root = logging.getLogger()
+        if not root.handlers:
+            self.quiet = logging.NullHandler()
+            root.addHandler(self.quiet)
+
+    def _handle_signals(self):
+        import signal
+        import threading
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def terminated(signum, frame):
+            raise Terminated(signum)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                self.saved[sig] = signal.signal(sig, terminated)
+        self.saved[signal.SIGINT] = signal.getsignal(signal.SIGINT)
+
+    def _start_watchdog(self):
+        import inspect
+        import subprocess
+        import sys
+        try:
+            code = "import sys\n%s\n%s\n_watchdog(sys.argv[1])\n" % (inspect.getsource(_sweep),
+                                                                      inspect.getsource(_watchdog))
+        except (OSError, TypeError):        # no source to run: stop() still kills the JVM, unless xs is killed
+            return
+        r, w = os.pipe()                    # both ends close on exec: the watchdog gets r as its stdin only
+        try:
+            self.watchdog = subprocess.Popen([sys.executable, "-I", "-c", code, self.marker], stdin=r,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                             start_new_session=True, cwd="/")
+        except OSError:
+            os.close(w)
+            return
+        finally:
+            os.close(r)
+        self.pipe = w
+
+    def launch(self, conf, log_fd):
+        """Launch the JVM for ``conf`` and make it pyspark's (what
+        SparkSession.builder.getOrCreate() then uses), unless this
+        process has a gateway already (a SparkContext of the caller's:
+        it is used, as getOrCreate would)."""
+        from pyspark import SparkContext
+        from pyspark.java_gateway import launch_gateway
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+            return
+        old = os.environ.get(MARK)
+        os.environ[MARK] = self.token
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True, "stdout": log_fd,
+                                                         "stderr": log_fd})
+        finally:
+            if old is None:
+                os.environ.pop(MARK, None)
+            else:
+                os.environ[MARK] = old
+        self.proc = gateway.proc
+        self.ours = True
+        try:
+            SparkContext(conf=conf, gateway=gateway)
+        finally:
+            self._restore_sigint()
+
+    def _restore_sigint(self):
+        """SparkContext installs a SIGINT handler that calls the JVM (from
+        inside a call to the JVM: py4j's tracebacks): the previous one
+        comes back."""
+        import signal
+        if signal.SIGINT in self.saved:
+            try:
+                signal.signal(signal.SIGINT, self.saved[signal.SIGINT])
+            except (ValueError, TypeError):
+                pass
+
+    def stop(self, spark=None):
+        """Stop Spark (``spark``: stopped first, cleanly) and end the JVM
+        and every process it started, whatever happened; restore what
+        was changed.  A Ctrl-C, SIGTERM or SIGHUP meanwhile waits (some
+        seconds at most), then is delivered again, to the handlers of
+        before the run.  Raises nothing else."""
+        import signal
+        import threading
+        held = {}
+        pending = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                try:
+                    held[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
+                except (ValueError, OSError):
+                    pass
+        try:
+            self._end(spark)
+        finally:
+            for sig, h in held.items():
+                try:
+                    signal.signal(sig, self.saved.get(sig, h))
+                except (ValueError, OSError, TypeError):
+                    pass
+            self.saved = {}
+            if self.quiet is not None:
+                import logging
+                logging.getLogger().removeHandler(self.quiet)
+                self.quiet = None
+            if pending:
+                os.kill(os.getpid(), pending[0])
+
+    def _end(self, spark):
+        import signal
+        import subprocess
+        import warnings
+        if spark is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    spark.stop()
+                except Exception:
+                    pass
+        accumulators = _quiet_accumulators() if self.ours else None
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()         # the JVM exits on EOF (pyspark's gateway server)
+                self.proc.wait(GRACE if spark is not None else 0.2)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+        _sweep(os.fsencode(self.marker), GRACE)     # the JVM, its workers, or a JVM still starting
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if accumulators is not None:
+            try:
+                accumulators.shutdown()
+            except Exception:
+                pass
+        if self.ours:
+            _forget_gateway()
+        if self.pipe is not None:
+            os.close(self.pipe)
+            self.pipe = None
+        if self.watchdog is not None:
+            try:
+                self.watchdog.wait(GRACE + 6)
+            except subprocess.TimeoutExpired:
+                self.watchdog.kill()
+                self.watchdog.wait()
+            self.watchdog = None
+
+
+def _quiet_accumulators():
+    """pyspark's accumulator server (a thread of this process the JVM
+    talks to) prints a traceback when the JVM goes away mid-talk: not
+    once it is ours to stop.  Returns it, or None."""
+    try:
+        from pyspark import SparkContext
+        sc = SparkContext._active_spark_context
+        server = getattr(sc, "_accumulatorServer", None) if sc is not None else None
+        if server is not None:
+            server.handle_error = lambda request, address: None
+        return server
+    except Exception:
+        return None
+
+
+def _forget_gateway():
+    """pyspark's state once our JVM is gone: no session, no context, no
+    gateway (the next run launches a JVM of its own)."""
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+        gateway = SparkContext._gateway
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        if gateway is not None:
+            gateway.close()
+    except Exception:
+        pass
 
 
 def _watch(spark, report, stop):
@@ -245,15 +560,21 @@ def _not_utf8(reason, binary):
 
 def _spark_job(adir, master, store_path, todo, out, fields_list, progress, say, binary):
     """Start Spark (its log: DIR/_xs_archive.log) and write the planned
-    entries as Parquet under ``out``; ArchiveError when it fails."""
+    entries as Parquet under ``out``; ArchiveError when it fails.  The
+    JVM lives only as long as this call (SparkJvm): Ctrl-C
+    (KeyboardInterrupt), SIGTERM or SIGHUP (Terminated) at any moment end
+    it, and every process it started, before they propagate."""
     say("starting Spark (%s)" % (master or "local[*]"))
     log_fd = open_log(adir)
     try:
+        jvm = SparkJvm()
+        spark = None
         try:
-            spark = spark_session(master, log_fd)
-        except Exception as e:
-            raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), adir.label(LOG)))
-        try:
+            jvm.__enter__()
+            try:
+                spark = spark_session(master, log_fd, jvm=jvm)
+            except Exception as e:
+                raise ArchiveError("Spark did not start: %s (its log: %s)" % (spark_reason(e), adir.label(LOG)))
             say("writing Parquet")
             try:
                 source = store_path if isinstance(store_path, dict) else {"path": os.path.abspath(store_path)}
@@ -262,10 +583,10 @@ def _spark_job(adir, master, store_path, todo, out, fields_list, progress, say, 
             except Exception as e:
                 raise ArchiveError("the Spark job failed: %s (nothing was trimmed; Spark's log: %s)" % (
                     _not_utf8(spark_reason(e), binary), adir.label(LOG)))
-        finally:
-            try:
-                spark.stop()
-            except Exception:
-                pass
+        except BaseException as e:
+            # interrupted (or failed): the JVM is ended, not asked (a job may still run in it)
+            jvm.stop(spark if isinstance(e, Exception) else None)
+            raise
+        jvm.stop(spark)
     finally:
         os.close(log_fd)
