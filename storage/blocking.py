@@ -45,6 +45,16 @@ stream; the others watch their own queue ticket, which the one before
 them touches when it leaves.  A new entry wakes one reader of each
 group, not all of them.
 
+Stepping aside for a compaction (storage.ops.compact).  Every waiter
+also watches ``<store>/lock``, which ``xs compact`` touches when it asks
+the store's users to let go (only IN_ATTRIB rings; a polling waiter asks
+at each look).  ``wait_until`` is where they do: at the top of each
+round, no transaction open, the watches armed, ``step_aside(store)``
+closes the store, waits for the compaction and opens the new file
+(storage.store.Store.step_aside), and the round's attempt then looks at
+it.  The watches stay armed throughout, so the race rule below holds
+across the reopening.
+
 The race rule: arm first, then check, then wait.  A change committed
 after the watch is armed always wakes the waiter, so a caller that
 re-checks after arming (``wait_until`` does) never misses one.
@@ -54,7 +64,7 @@ import os
 import sys
 import time
 
-from storage.files import NOTIFY_DIR  # inside the store directory
+from storage.files import NOTIFY_DIR, STORE_LOCK  # inside the store directory
 
 if False:  # typing only (not imported at run time)
     from storage.inotify import Hub
@@ -67,6 +77,7 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _IN_IGNORED = 0x8000      # inotify(7): the watched file went away (storage.inotify.IN_IGNORED)
+_IN_ATTRIB = 0x4          # ... its attributes changed: a compaction's touch (storage.inotify.IN_ATTRIB)
 _ONE = (1).to_bytes(8, sys.byteorder)   # what the hub writes to a waiter's eventfd (or pipe)
 _notify_names: dict = {}        # stream name -> notification file name
 
@@ -192,6 +203,7 @@ class Waiter:
         self._step = POLL_S        # the next poll interval (polling fallback)
         self._watch_fds = tuple(watch_fds)
         self._wake_fds = tuple(wake_fds)
+        self._aside: _AsideBell | None = None    # our subscription to <store>/lock (a compaction's request)
         try:
             self._arm()
         except OSError:
@@ -228,6 +240,23 @@ class Waiter:
             self._bell, self._bell_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._hub = hub
         self._watch(self.keys)
+        self._watch_lock()
+
+    def _watch_lock(self):
+        """Watch ``<store>/lock`` for a compaction's touch (its request to
+        step aside, storage.ops.compact): only its IN_ATTRIB rings us
+        (every process closing the store makes IN_CLOSE_WRITE there)."""
+        assert self._hub is not None
+        if getattr(self.store, "lock_fd", None) is None:
+            return                  # no store lock: nothing can be compacted under us
+        bell = _AsideBell(self)
+        try:
+            wd = self._hub.watch(os.path.join(self.store.root, STORE_LOCK), bell)
+        except OSError as e:
+            _out_of_inotify(e.errno)
+            raise
+        self._aside = bell
+        bell.wd = wd
 
     def ring(self, mask):
         """The hub's thread: a watched file changed (called under the
@@ -361,6 +390,8 @@ class Waiter:
                     return True
             else:
                 time.sleep(step)
+            if _asked(self.store):
+                return True          # a compaction asks us to step aside (the caller does)
             now = versions(self.store, self.keys)
             if now != self._before:
                 self._before = now
@@ -370,9 +401,12 @@ class Waiter:
 
     def _release(self):
         hub, self._hub = self._hub, None
+        aside, self._aside = self._aside, None
         if hub is not None:
             for wd in self._wds:
                 hub.unwatch(wd, self)      # never rung after this
+            if aside is not None:
+                hub.unwatch(aside.wd, aside)
         self._wds = set()
         bells = {fd for fd in (self._bell, self._bell_w) if fd is not None}
         self._bell = self._bell_w = None
@@ -391,6 +425,37 @@ class Waiter:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class _AsideBell:
+    """A Waiter's subscription to ``<store>/lock``: rings the waiter when a
+    compaction touches the file (IN_ATTRIB), not when a process closes it."""
+    __slots__ = ("waiter", "wd")
+
+    def __init__(self, waiter):
+        self.waiter = waiter
+        self.wd = -1
+
+    def ring(self, mask):
+        if mask & _IN_ATTRIB:
+            self.waiter.ring(0)
+
+
+def _asked(store):
+    """Whether a compaction asks ``store``'s process to step aside (False
+    for a store that cannot tell: not a storage.store.Store)."""
+    asked = getattr(store, "aside_requested", None)
+    return asked is not None and asked()
+
+
+def step_aside(store):
+    """At a safe point (no transaction open): let go of the store while a
+    compaction that asks for it runs, then open it again
+    (storage.store.Store.step_aside; xs serve's StoreLock takes its lock
+    first).  True if it did."""
+    if not _asked(store):
+        return False
+    return bool(store.step_aside())
 
 
 # ------------------------------------------------------------ the wait loop
@@ -495,6 +560,11 @@ def wait_until(store, keys, attempt, timeout_s=None, next_wake=None, cancel=None
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
+            # the safe point: no transaction open, the watches armed (they
+            # stay armed while we are aside, and the attempt below looks
+            # at the store opened again: arm, check, wait still holds)
+            if step_aside(store):
+                woken = True
             look = False                     # behind another process's reader: look anyway now and then
             if behind:
                 ahead = turn.ahead() if waiter.uses_inotify else None

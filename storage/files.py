@@ -151,7 +151,7 @@ def _only_store_files(fd, path):
 
 
 
-def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=False):
+def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=False, after_aside=False):
     """Open ``<store>/lock`` (made 0600 if missing and ``create``) and
     flock it shared (``exclusive``: exclusively); returns the descriptor,
     which holds the lock until it is closed.  Every Store holds it shared
@@ -162,7 +162,11 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
     opens make the file too (a store made by an older xs has none); None
     if it is missing and cannot be made (a store on a read-only file
     system: nothing can replace data.mdb there either).  ``open_only``:
-    open the file and lock nothing (compaction takes its locks itself)."""
+    open the file and lock nothing (compaction takes its locks itself).
+    ``after_aside``: a process that stepped aside for a compaction
+    (Store.step_aside) first waits until the compaction's request is
+    withdrawn (``wait_aside_over``), so that it does not take the lock
+    back before the compaction had it."""
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         f = os.open(STORE_LOCK, flags | (os.O_CREAT if create else 0), 0o600, dir_fd=dir_fd)
@@ -180,6 +184,8 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
         _check_opened(f, STORE_LOCK, "file", strict=False)
         if open_only:
             return f
+        if after_aside:
+            wait_aside_over(f)
         if not exclusive:
             # pass the gate (a POSIX lock on byte 0, held exclusively by a
             # compaction draining the store of short-lived users, so that
@@ -191,6 +197,48 @@ def take_store_lock(dir_fd, create=True, exclusive=False, wait=True, open_only=F
         os.close(f)
         raise
     return f
+
+
+# Stepping aside (storage.ops.compact, "Long-running processes").  A
+# compaction asks the processes that hold the store lock to let go by
+# holding an exclusive POSIX lock on byte 2 of <store>/lock (the request:
+# the kernel drops it when the compaction ends or dies, so a request never
+# outlives its compaction) and then touching the file (utime: IN_ATTRIB,
+# which the waiters of storage.blocking watch).  A process idle in
+# storage.blocking.wait_until sees the request, closes its environment and
+# its lock, waits for the request to go and opens the store again.
+ASIDE_BYTE = 2
+
+
+def request_aside(lock_fd):
+    """Hold the request (the lock file open for writing, as compaction
+    opens it); False if another compaction holds it, or it cannot be had.
+    Then touch the file: every waiter watching it wakes."""
+    try:
+        fcntl.lockf(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, ASIDE_BYTE)
+    except OSError:
+        return False
+    try:
+        os.utime(lock_fd)
+    except OSError:
+        pass
+    return True
+
+
+def aside_requested(lock_fd):
+    """Whether a compaction (another process) asks the store's users to
+    step aside.  One fcntl(F_GETLK); False where that cannot be asked."""
+    return posixlock.holder(lock_fd, ASIDE_BYTE) is not None
+
+
+def wait_aside_over(lock_fd):
+    """Block until no compaction holds the request (a shared POSIX lock on
+    its byte, taken and given back at once)."""
+    try:
+        fcntl.lockf(lock_fd, fcntl.LOCK_SH, 1, ASIDE_BYTE)
+    except OSError:
+        return
+    fcntl.lockf(lock_fd, fcntl.LOCK_UN, 1, ASIDE_BYTE)
 
 
 def _read_only(dir_fd):

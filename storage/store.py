@@ -106,6 +106,7 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
     _pinned,
     _read_only,
     _store_dir,
+    aside_requested,
     check_entry,
     check_notify_dir,
     make_private_file,
@@ -463,6 +464,58 @@ class Store:
         self.env = self._open_env(False)
         self._open_dbs()
 
+    # ------------------------------------------------- stepping aside (xs compact)
+
+    def aside_requested(self) -> bool:
+        """Whether a compaction asks this process to step aside (see
+        storage.ops.compact, "Long-running processes"): one fcntl."""
+        fd = self.lock_fd
+        return fd is not None and self.pid == os.getpid() and aside_requested(fd)
+
+    def step_aside(self) -> bool:
+        """If a compaction asks for it, let go of the store while it runs
+        and come back to the new data.mdb: close the environment, give
+        back the store lock, wait until the compaction is over (or gone),
+        take the lock again and open the environment anew.  The object
+        stays the same (callers keep their references); the directory
+        stays open (its descriptor, ``root``, watches on notify/ stay
+        valid); ``env`` and ``dbs`` are new.  False if nothing was asked.
+
+        Only at a safe point: no transaction of this process open on this
+        store (storage.blocking.wait_until between two attempts; under xs
+        serve, with the StoreLock held).  If the store cannot be opened
+        again, StoreFailure with the reason, and every later transaction
+        fails with it.  Interrupted (a signal) while waiting, it comes
+        back at once, then lets the interruption go on."""
+        if not self.aside_requested():
+            return False
+        self.env.close()
+        lock, self.lock_fd = self.lock_fd, None
+        if lock is not None:
+            os.close(lock)          # the shared store lock, and this process's POSIX locks on the file
+        self.dbs = {}
+        self._broken = "the store %s was closed for a compaction and could not be opened again" % self.path
+        try:
+            _come_back(self, after_aside=True)
+        except BaseException as e:
+            if not isinstance(e, (StoreError, lmdb.Error, OSError, UnsafeEntry)):
+                try:                # interrupted while waiting: back at once (a compaction waits for us)
+                    self.env.close()
+                    _come_back(self, after_aside=False)
+                except Exception:
+                    pass
+                raise
+            try:
+                self.env.close()    # a new environment opened before the failure
+            except Exception:
+                pass
+            lock, self.lock_fd = self.lock_fd, None
+            if lock is not None:
+                os.close(lock)
+            self._broken = "%s: %s" % (self._broken, _reason(e, self.path))
+            raise StoreFailure(self._broken)
+        return True
+
     def close(self) -> None:
         """Close the environment, then give back the store lock and the
         directory.  In a forked child, for a store its parent opened: let
@@ -517,6 +570,44 @@ class _TxnContext:
         return False
 
 
+def _come_back(self: Store, after_aside: bool) -> None:
+    """Open ``self``'s environment again in the kept directory
+    (Store.step_aside)."""
+    fd = self.dir_fd
+    if fd is None:
+        raise StoreError("the store is closed")
+    if self.lock_fd is None and self._shared_lock:
+        self.lock_fd = take_store_lock(fd, after_aside=after_aside)
+    strict = not self.readonly
+    data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
+    if data is None:
+        raise StoreError("data.mdb is gone")
+    if check_entry(fd, "lock.mdb", "lock.mdb", "file", strict) is None:
+        _make_file(fd, "lock.mdb", _fill_lock, self.durable)
+    why = _read_only(fd)
+    if why and not self.readonly:
+        raise ReadOnlyStore(self.path, why)
+    lockless = bool(why)
+    if lockless:
+        _no_writer(self.lock_fd, self.path, why)
+    elif not self.readonly:
+        _mark_writer(self.lock_fd)
+    self.env = _lmdb_open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
+                          metasync=self.durable, writemap=False, lock=not lockless, readonly=self.readonly,
+                          create=False, max_readers=MAX_READERS, mode=0o600)
+    self.dbs = {}
+    while True:
+        try:
+            self._open_dbs()
+            break
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+        except lmdb.MapFullError:
+            self.env.set_mapsize(self.env.info()["map_size"] * 2)
+    self._broken = None
+    self.check_readers(force=True)
+
+
 def _headroom(data_stat):
     """The map size to open with: twice the data file (address space is
     free on 64-bit), at least INITIAL_MAP, so that a process opening a
@@ -524,6 +615,21 @@ def _headroom(data_stat):
     size = data_stat.st_size if data_stat is not None else 0
     want = max(INITIAL_MAP, 2 * size)
     return (want + INITIAL_MAP - 1) // INITIAL_MAP * INITIAL_MAP if want > INITIAL_MAP else want
+
+
+def _reason(e, path):
+    """A failure to open the store again (Store.step_aside), in words."""
+    if isinstance(e, StoreError):
+        text = str(e)
+        return text.replace("cannot open store %s: " % path, "")
+    if isinstance(e, UnsafeEntry):
+        return "refusing it: %s" % e
+    full = _disk_full(e, path)
+    if full:
+        return full
+    if isinstance(e, lmdb.Error):
+        return _lmdb_reason(e)
+    return getattr(e, "strerror", None) or str(e)
 
 
 def _lmdb_reason(e):

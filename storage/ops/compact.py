@@ -16,30 +16,90 @@ at data.mdb until after its environment is closed, and compaction holds
 it exclusively from before the copy until after the rename.  Whoever
 opens the store while compaction runs waits for it (flock blocks) and
 then opens the new file; whoever had it open before makes compaction
-wait.  LMDB's own lock file needs nothing: when the last process closed
+wait, unless it steps aside (below).  LMDB's own lock file needs nothing: when the last process closed
 the environment, the next one to open it finds itself alone (LMDB's
 exclusive fcntl probe of lock.mdb) and resets the reader table and the
 transaction counter from the new data.mdb.
 
-Long-running processes (``xs tail -f``, ``xs worker``, a blocked
-``XREAD ... BLOCK 0``, the interactive prompt, script mode reading a
-pipe) keep the store open, and so the lock, for as long as they run.
-Compaction does not make them let go: it waits at most ``wait`` seconds
-(``xs compact --wait``, 30 by default) for the exclusive lock, telling
-the caller which processes hold it (pids from /proc/locks), and then
-fails, having changed nothing.  The alternative -- every long-running
-loop closing the environment while idle and reopening it after -- would
-put a close/reopen (and the reopen's failure modes: a store made unsafe
-meanwhile, a full disk) into every blocking path and would let a
-compaction slip in between a reader's wake-up and its read; for an
-operation run rarely, from cron or by hand, waiting with a named list
-of holders is simpler and cannot lose a write.  The common case, a
-nightly ``xs compact -q`` while a ``tail -f`` or a worker runs, fails
-with one line naming them (exit 1) and cron mails it; run compaction
-where the consumers are stopped (``systemctl stop ...; xs compact;
-systemctl start ...``).  Note that a pending exclusive flock does not
-hold new shared ones back: a store opened by one-shot commands without
-pause can keep compaction waiting for its whole ``wait``.
+Long-running processes step aside.  ``xs tail -f``, ``xs worker``, a
+blocked ``XREAD ... BLOCK 0`` and ``xs serve`` keep the store open (and
+so the shared lock) for as long as they run; a compaction that only
+waited for them would wait for ever (the weekly cron would fail every
+week).  So compaction asks them to let go, and they do so at a safe
+point:
+
+* The request.  Compaction holds an exclusive POSIX lock on byte 2 of
+  ``<store>/lock`` (storage.files.request_aside) from before it first
+  tries the exclusive flock until it closes the file, and right after
+  taking it touches the file (utime: IN_ATTRIB).  A lock, not a file:
+  the kernel drops it when the compaction ends, fails or is killed, so
+  a request never outlives its compaction.  Asking costs a process one
+  fcntl(F_GETLK) (``Store.aside_requested``).
+* The wake-up.  Every waiter of storage.blocking also watches
+  ``<store>/lock`` with the process's one inotify instance (only
+  IN_ATTRIB rings: every process closing the store makes IN_CLOSE_WRITE
+  there); a waiter that polls instead (no inotify) asks at each poll.
+  So an idle ``tail -f``, worker or blocked read wakes at once.
+* The safe point.  Only ``storage.blocking.wait_until``, the one wait
+  loop of tail -f, the worker and every blocked read, steps aside: at
+  the top of each round, before the attempt, when no transaction of the
+  process is open and the watches are armed.  A process busy elsewhere
+  (in a transaction, a long history being printed, a pipe whose reader
+  stalls) makes compaction wait, up to ``--wait`` as before, and steps
+  aside when it comes back to the loop within it; otherwise compaction
+  fails naming it (pids from /proc/locks), having changed nothing.
+* Stepping aside (``Store.step_aside``, the same object, so callers'
+  references stay valid): close the LMDB environment, close the lock
+  file (the shared flock goes, and this process's POSIX locks on the
+  file with it, the writer mark included), keep the store directory's
+  descriptor (``root`` and the inotify watches on notify/ stay valid);
+  block until the request is withdrawn (a shared POSIX lock on byte 2,
+  taken and given back), then take the store lock as any open does
+  (the gate, the shared flock: it waits while the compaction still
+  holds it), check data.mdb and lock.mdb again, open the new data.mdb
+  and its named databases (``env`` and ``dbs`` are new; a Txn never
+  outlives a transaction, so nothing holds the old ones).
+* The race rule still holds.  The watches of the streams stay armed
+  while the process is aside (they are on notify/ files, which
+  compaction leaves alone), and the round that follows re-checks the
+  store in a fresh transaction on the new file: arm, check, wait.
+  Nobody can write while compaction holds the lock exclusively; a write
+  committed before it (or after it) touched the notify files and wakes
+  the waiter as always.
+* xs serve.  Its engine thread, blocking pool and event loop share one
+  Store, serialised by the server's StoreLock.  The engine thread steps
+  aside while idle (woken by its own inotify watch of the lock file, or
+  looking every second without inotify) and between two group commits
+  when busy, holding the StoreLock throughout: the pool's blocked reads
+  and the event loop's reads wait for it (the loop never blocks on it:
+  it hands its job to the engine).  A blocked client's wait steps aside
+  itself through the same StoreLock (whoever comes second finds the
+  request gone).  Clients' commands wait while the compaction runs, as a
+  one-shot command's open does.
+* Commands started while compaction runs wait for it (the gate, then
+  the flock), as before; one-shot commands that were running finish
+  first (compaction waits for them, GATE_S holding new ones back).
+* A failed return (data.mdb gone, a store made unsafe, a full disk): the
+  store stays closed and every later transaction fails with one line,
+  ``the store PATH was closed for a compaction and could not be opened
+  again: REASON``; ``tail -f``, a blocked read and the worker exit 1
+  with it, xs serve logs it and answers each command with it.  A signal
+  while aside (Ctrl-C, a worker's SIGTERM) first takes the store back
+  (the worker still acknowledges what it finished) and then goes on.
+* Not stepping aside: the interactive prompt and script mode reading a
+  pipe, idle waiting for input rather than in the wait loop; the
+  in-process client's threads other than its blocked reads and engine.
+  Compaction names them after ``--wait``.
+
+Durability is unchanged: the processes that step aside close their
+environment before they give back the lock, and open the store again
+only after taking the lock back, which compaction gives up only after
+the rename; nobody reads or writes a replaced file.  With the request,
+compaction waits ASIDE_S before telling the caller it waits (the
+holders normally go within milliseconds).  Note that a pending
+exclusive flock does not hold new shared ones back: a store opened by
+one-shot commands without pause could keep compaction waiting, which
+the gate below handles.
 
 Durability: the copy is written to a private temporary file in the
 store directory (``data.mdb.compact-<pid>-<ns>``, O_EXCL, 0600),
@@ -60,13 +120,22 @@ import time
 import lmdb
 
 from storage import codec
-from storage.files import NeedsWriteAccess, StoreError, _lstat, _store_dir, take_store_lock, unsafe_reason
+from storage.files import (
+    NeedsWriteAccess,
+    StoreError,
+    _lstat,
+    _store_dir,
+    request_aside,
+    take_store_lock,
+    unsafe_reason,
+)
 from storage.ops.overview import live_bytes
 from storage.store import MAX_DBS, Store
 
 TEMP_PREFIX = "data.mdb.compact-"
 POLL_S = 0.05
 GATE_S = 1.0             # longest time compaction holds new opens back
+ASIDE_S = 1.0            # how long the holders have to step aside before compaction says it waits
 
 
 class CompactError(Exception):
@@ -168,7 +237,7 @@ def _cmdline(pid):
         if os.path.basename(a) == "xs":
             words = ["xs"] + words[i + 1:]
             break
-    text = " ".join(words)
+    text = " ".join(" ".join(words).split())     # one line: newlines in an argument too
     return text if len(text) <= 100 else text[:97] + "..."
 
 
@@ -201,15 +270,18 @@ def _exclusive(path, dir_fd, wait, on_wait, res):
     except Exception as e:                     # UnsafeEntry
         raise CompactError("refusing to compact store %s: %s" % (path, e))
     ok = False
+    asked = False                # our request to step aside is out (held until the lock is closed)
     try:
         while True:
+            if not asked:
+                asked = request_aside(lock)    # another compaction may hold it: again next time
             if _try_flock(lock):
                 ok = True
                 return lock
             now = time.monotonic()
             res.waited = now - t0
             hs = holders(dir_fd)
-            if not told:
+            if not told and (not asked or now - t0 >= min(ASIDE_S, wait)):
                 told = True
                 res.holders = hs
                 if on_wait is not None:

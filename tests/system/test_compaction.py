@@ -168,14 +168,34 @@ def test_compactions_during_concurrent_writers_lose_no_acknowledged_entry(tmp_pa
     assert len(stored) - len(acked) <= 3
 
 
-def test_compact_with_a_blocked_xread_fails_clearly_and_the_reader_still_wakes(tmp_path):
+def in_transaction(db, seconds):
+    """A process that opens the store and stays in a read transaction for
+    ``seconds`` (busy: it cannot step aside for a compaction); returns it
+    once its transaction is open."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, %r)\n"
+                               "from storage.store import Store\n"
+                               "s = Store(sys.argv[1], create=False)\n"
+                               "with s.read() as tx:\n"
+                               "    print('open', flush=True)\n"
+                               "    time.sleep(float(sys.argv[2]))\n" % ROOT, str(db), str(seconds)],
+                              stdout=subprocess.PIPE, cwd=ROOT)
+    assert holder.stdout.readline() == b"open\n"
+    return holder
+
+
+def test_compact_beside_a_process_in_a_transaction_fails_clearly_and_a_blocked_reader_still_wakes(tmp_path):
+    # a blocked XREAD steps aside (tests/system/test_compact_beside_readers.py);
+    # a process in a transaction cannot: compaction waits for it, then
+    # fails naming it alone, and the reader, back on the old file, wakes
     db = tmp_path / "db"
     assert xs(db, "XADD", "s", "1-1", "a", "1").returncode == 0
     reader = subprocess.Popen(XS + ["--db", str(db), "--json", "XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    holder = None
     try:
         hs = wait_for_holder(db)
         assert [p for p, _ in hs] == [reader.pid]
+        holder = in_transaction(db, 60)
         ino = os.stat(os.path.join(str(db), "data.mdb")).st_ino
         t0 = time.monotonic()
         p = xs(db, "compact", "--wait", "1")
@@ -183,7 +203,7 @@ def test_compact_with_a_blocked_xread_fails_clearly_and_the_reader_still_wakes(t
         assert p.returncode == 1
         err = p.stderr.decode()
         assert err.count("\n") == 1 and "Traceback" not in err
-        assert "1 process using it: pid %d (xs --db" % reader.pid in err
+        assert "1 process using it: pid %d (" % holder.pid in err
         assert "nothing was changed" in err
         assert 1 <= took < 10
         assert os.stat(os.path.join(str(db), "data.mdb")).st_ino == ino
@@ -192,9 +212,10 @@ def test_compact_with_a_blocked_xread_fails_clearly_and_the_reader_still_wakes(t
         assert reader.returncode == 0
         assert json.loads(out) == {"s": [["2-1", {"b": "2"}]]} or b"2-1" in out
     finally:
-        if reader.poll() is None:
-            reader.kill()
-            reader.wait()
+        for proc in (reader, holder):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_a_read_only_open_holds_the_store_lock(tmp_path):
@@ -223,21 +244,18 @@ def on_pty(argv, timeout=60):
 def test_compact_waits_for_a_holder_that_finishes_saying_so_on_a_terminal(tmp_path):
     db = tmp_path / "db"
     assert xs(db, "XADD", "s", "1-1", "a", "1").returncode == 0
-    reader = subprocess.Popen(XS + ["--db", str(db), "XREAD", "BLOCK", "1500", "STREAMS", "s", "$"],
-                              stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
+    # a process busy in a transaction for 3 s (an idle one steps aside at once)
+    reader = in_transaction(db, 3)
     try:
-        wait_for_holder(db)
         status, shown, out = on_pty(XS + ["--db", str(db), "compact", "--wait", "20"])
         assert status == 0, shown
-        assert "waiting up to 20s for 1 process using the store (pid %d (xs --db" % reader.pid in shown
+        assert "waiting up to 20s for 1 process using the store (pid %d (" % reader.pid in shown
         assert out.startswith("compacted ")
     finally:
         reader.wait(timeout=20)
     # not on a terminal: no waiting message
-    reader = subprocess.Popen(XS + ["--db", str(db), "XREAD", "BLOCK", "1000", "STREAMS", "s", "$"],
-                              stdout=subprocess.DEVNULL, cwd=ROOT, env=ENV)
+    reader = in_transaction(db, 2)
     try:
-        wait_for_holder(db)
         p = xs(db, "compact", "-q", "--wait", "20")
         assert p.returncode == 0 and p.stdout == b"" and p.stderr == b""
     finally:

@@ -3,10 +3,14 @@
     xs compact [--wait SECONDS] [--dry-run] [-q] [--json]
 
 A compacting copy of data.mdb replaces it (storage.ops.compact, whose
-docstring explains the exclusion): it needs the store to itself, so it
-waits up to --wait seconds (default 30) for the processes that have the
-store open -- on a terminal saying which -- and then fails with exit 1,
-having changed nothing.  Commands started while it runs wait for it.
+docstring explains the exclusion): it needs the store to itself.  It
+asks the long-running processes that have the store open (xs tail -f,
+xs worker, a blocked XREAD, xs serve) to step aside, which they do at
+once while idle and come back to the new file after; it waits up to
+--wait seconds (default 30) for the others (a process busy in a
+transaction, the prompt) -- on a terminal saying which -- and then fails
+with exit 1, having changed nothing.  Commands started while it runs
+wait for it.
 
 Output: one line, ``compacted STORE: 12.8 MB -> 40.0 kB (freed 12.8 MB)
 in 0.05 s`` (with --dry-run ``would compact``, an estimate); -q nothing
@@ -75,11 +79,13 @@ def register(cli):
         over data.mdb (a compaction killed at any point leaves the old
         file or the complete new one).  It needs the store to itself:
         every xs process holds <store>/lock shared while it has the
-        store open, compaction holds it exclusively.  It waits up to
-        --wait SECONDS for the others (tail -f, worker, a blocked XREAD,
-        the prompt) to finish, naming them on a terminal, then fails
-        with exit 1 and changes nothing.  Commands started meanwhile
-        wait for the compaction.
+        store open, compaction holds it exclusively.  Long-running
+        readers (tail -f, worker, a blocked XREAD, xs serve) step aside
+        when it asks and reopen the store after.  It waits up to --wait
+        SECONDS for the others (a process busy in a transaction, the
+        prompt), naming them on a terminal, then fails with exit 1 and
+        changes nothing.  Commands started meanwhile wait for the
+        compaction.
         \b
         crontab:  47 3 * * 0  xs compact -q
         """

@@ -46,6 +46,16 @@ inotify.
 One lock (``StoreLock``) serialises the transactions of this process
 (engine and blocked readers' re-checks): LMDB may only resize its map
 when no transaction of the process is open.
+
+Compaction.  ``xs compact`` asks the store's users to step aside
+(storage.ops.compact): the engine thread, idle on its queue or between
+two batches, takes the StoreLock, closes the store, waits for the
+compaction and opens the new file (``StoreLock.step_aside``); meanwhile
+clients' jobs wait in the queue (the event loop never blocks on the
+lock: it hands its job over), and a blocked client's wait, woken by the
+same request, steps aside through the same lock or finds it done.  Its
+wake-up: a watch on <store>/lock in the process's inotify hub
+(``_AsideWatch``), or a look every ASIDE_CHECK_S without inotify.
 """
 import logging
 import queue
@@ -65,6 +75,8 @@ GATHER_MIN_S = 0.0005          # a write batch that took this long makes the nex
 GATHER_FRACTION = 0.25         # ... waiting at most this fraction of its time
 GATHER_MAX_S = 0.002           # ... and at most this long
 GATHER_BACKOFF = 16            # batches that do not wait after a wait that brought nobody
+ASIDE_CHECK_S = 1.0            # the engine looks for a compaction's request at least this often
+_ASIDE = object()              # in the job queue: a compaction asks the server to step aside
 
 
 
@@ -80,6 +92,23 @@ class StoreLock:
     def run(self, fn, write=False, savepoints=False):
         with self.lock:
             return self._store.run(fn, write=write, savepoints=savepoints)
+
+    def step_aside(self):
+        """Let go of the store while a compaction runs (storage.store.Store.
+        step_aside), with no other thread of this process in a transaction
+        meanwhile: they wait for the lock, then use the store opened again."""
+        with self.lock:
+            return self._store.step_aside()
+
+    def check_readers(self, force=False):
+        """Store.check_readers, never while another thread closes the
+        environment (a wait's look, storage.blocking; skipped if busy)."""
+        if not self.lock.acquire(blocking=False):
+            return 0
+        try:
+            return self._store.check_readers(force)
+        finally:
+            self.lock.release()
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -194,9 +223,75 @@ class Engine:
         self.last_commit = 0.0       # seconds the last batch took, if it wrote (_gather)
         self.last_owners = set()     # the clients it answered
         self._gather_skip = 0        # batches to start without gathering
+        self._asked = False          # a compaction touched the store lock (_AsideWatch)
+        self._aside_next = 0.0       # when to look for a request anyway (no inotify, a busy engine)
+        self._aside_watch = None     # (hub, watch descriptor, subscriber)
+        self.asides = 0              # times the server stepped aside for a compaction
 
     def start(self):
+        self._watch_aside()
         self._thread.start()
+
+    # ------------------------------------------------------ compaction
+
+    def _watch_aside(self):
+        """Wake the engine thread when a compaction asks the store's users
+        to step aside (its touch of <store>/lock, storage.ops.compact);
+        without inotify the thread looks every ASIDE_CHECK_S."""
+        raw = self.raw_store
+        if getattr(raw, "pending", False) or getattr(raw, "lock_fd", None) is None:
+            return
+        from storage import inotify
+        if inotify.available() is None:
+            return
+        try:
+            hub = inotify.hub()
+            sub = _AsideWatch(self)
+            wd = hub.watch("%s/%s" % (raw.root, "lock"), sub)
+        except OSError:
+            return
+        self._aside_watch = (hub, wd, sub)
+        self._aside_next = float("inf")        # inotify rings: no need to look
+        if raw.aside_requested():              # arm, then check: a request made before the watch
+            sub.ring(0x4)
+
+    def _unwatch_aside(self):
+        w, self._aside_watch = self._aside_watch, None
+        if w is not None:
+            w[0].unwatch(w[1], w[2])
+
+    def _step_aside(self):
+        """Between batches, no transaction open: if a compaction asks for
+        it, let go of the store until it is over (clients' commands wait
+        meanwhile, as a one-shot command's open waits)."""
+        self._asked = False
+        if self._aside_watch is None:
+            self._aside_next = time.monotonic() + ASIDE_CHECK_S
+        if getattr(self.raw_store, "pending", False):
+            return
+        try:
+            if self.raw_store.aside_requested() and self.store.step_aside():
+                self.asides += 1
+                log.info("stepped aside for a compaction of the store; opened it again")
+        except StoreFailure as e:        # the store could not be opened again: every command says so
+            log.error("%s", e)
+        except Exception:
+            log.exception("stepping aside for a compaction failed")
+
+    def _next(self):
+        """The next job from the queue, stepping aside for a compaction
+        while idle (woken by _AsideWatch, or looking every ASIDE_CHECK_S
+        without inotify)."""
+        every = None if self._aside_watch is not None else ASIDE_CHECK_S
+        while True:
+            try:
+                x = self.jobs.get(timeout=every)
+            except queue.Empty:
+                x = _ASIDE
+            if x is _ASIDE or self._asked or time.monotonic() >= self._aside_next:
+                self._step_aside()
+            if x is not _ASIDE:
+                return x
 
     def stop(self, timeout=None):
         """Finish the jobs queued, then end the engine thread; False if it
@@ -204,6 +299,7 @@ class Engine:
         store's write lock, which another process holds)."""
         self.jobs.put(None)
         self._thread.join(timeout)
+        self._unwatch_aside()
         return not self._thread.is_alive()
 
     def submit(self, job):
@@ -217,9 +313,11 @@ class Engine:
         jobs = self.jobs
         while True:
             batch = []
-            x = jobs.get()
+            x = self._next()
             missing = None           # clients of the last commit being waited for (_gather)
             while True:
+                if x is _ASIDE:
+                    x = []           # a compaction's request: seen after this batch
                 if x is None:
                     if batch:
                         self._run_batch(batch)
@@ -252,6 +350,8 @@ class Engine:
             if missing and len(batch) == waited:
                 self._gather_skip = GATHER_BACKOFF      # waited for nobody: not again for a while
             self._run_batch(batch)
+            if self._asked or time.monotonic() >= self._aside_next:
+                self._step_aside()           # a busy server steps aside between two batches
 
     def _gather(self, batch):
         """Group commit that gathers.  The clients a commit answers send
@@ -361,6 +461,20 @@ class Engine:
             calls = list(self._waits)
         for c in calls:
             c.cancel()
+
+
+class _AsideWatch:
+    """The engine's subscription to <store>/lock in the process's inotify
+    hub: a compaction's touch (IN_ATTRIB) wakes the idle engine thread."""
+    __slots__ = ("engine",)
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def ring(self, mask):
+        if mask & 0x4:               # IN_ATTRIB (storage.inotify), not a process closing the file
+            self.engine._asked = True
+            self.engine.jobs.put(_ASIDE)
 
 
 def answer(done):
