@@ -1,10 +1,11 @@
 """A real Prometheus (Debian's ``prometheus`` package) scrapes
-``xs metrics --listen`` every second, and its query API returns the lag,
+``xs metrics --listen`` and ``xs serve --metrics`` every second, and its query API returns the lag,
 lag in seconds and oldest-pending age the test set up (exact to the
 entry, within 1 s); node_exporter's textfile collector (Debian's
 ``prometheus-node-exporter``) reads the file ``xs metrics --outfile``
 writes.  Skipped, with the reason, without those programs."""
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.cli.test_metrics import make_scene, parse, start_listener, stop, value, xs
+from tests.cli.test_metrics import ROOT, XS, make_scene, parse, start_listener, stop, value, xs
 
 
 def free_port():
@@ -42,10 +43,31 @@ def wait_for(fn, timeout=60, what="it"):
     raise AssertionError("timed out waiting for %s (%s)" % (what, last))
 
 
+def start_serve(db, port):
+    """xs serve --metrics 127.0.0.1:PORT (on its private Unix socket)
+    started; (process, base URL), from its log line."""
+    proc = subprocess.Popen(XS + ["--db", str(db), "serve", "--metrics", "127.0.0.1:%d" % port],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    seen = []
+    for line in iter(proc.stderr.readline, b""):
+        seen.append(line.decode())
+        m = re.search(r"serving metrics at (http://\S+)/metrics", seen[-1])
+        if m:
+            return proc, m.group(1)
+        if len(seen) > 20:
+            break
+    proc.kill()
+    raise AssertionError("".join(seen))
+
+
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is needed (Debian's prometheus package)")
-def test_prometheus_scrapes_xs_metrics_listen(tmp_path):
+@pytest.mark.parametrize("how", ["xs metrics --listen", "xs serve --metrics"])
+def test_prometheus_scrapes_xs(tmp_path, how):
     scene = make_scene(tmp_path / "db")
-    proc, base = start_listener(scene, "--listen", "127.0.0.1:%d" % free_port())
+    if how == "xs serve --metrics":
+        proc, base = start_serve(scene, free_port())
+    else:
+        proc, base = start_listener(scene, "--listen", "127.0.0.1:%d" % free_port())
     target = base[len("http://"):]
     port = free_port()
     conf = tmp_path / "prometheus.yml"

@@ -222,7 +222,7 @@ def write_file(path, data):
         context.fail("cannot write %s: %s" % (path, e.strerror or e))
 
 
-def parse_listen(text):
+def parse_listen(text, option="--listen"):
     """(host, port) of ``[HOST:]PORT``: a bare port (or ``:PORT``) is
     127.0.0.1; ``[::1]:PORT`` for IPv6."""
     t = (text or "").strip()
@@ -232,7 +232,7 @@ def parse_listen(text):
     if not host:
         host = "127.0.0.1"
     if not port.isdigit() or int(port) > 65535:
-        context.fail("--listen: %r: want [HOST:]PORT (e.g. 9187, 127.0.0.1:9187, 0.0.0.0:9187)" % text,
+        context.fail("%s: %r: want [HOST:]PORT (e.g. 9187, 127.0.0.1:9187, 0.0.0.0:9187)" % (option, text),
                      context.EXIT_USAGE)
     return host, int(port)
 
@@ -241,9 +241,12 @@ def _store_error_text(e):
     return str(e)
 
 
-def serve(g, args, namespace, consumers, host, port):
-    """Serve /metrics on (host, port) until interrupted: one request at
-    a time, each a fresh snapshot (the store opened and closed again)."""
+def http_server(host, port, snapshot, namespace, consumers):
+    """An HTTP server (not yet serving) answering /metrics on (host,
+    port) with the text of ``snapshot()`` (an overview Snapshot; a
+    StoreError is answered 503, a literal stream missing 404): one
+    request at a time.  Raises OSError when it cannot listen.  Used by
+    ``xs metrics --listen`` and ``xs serve --metrics``."""
     import socket
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -270,7 +273,7 @@ def serve(g, args, namespace, consumers, host, port):
             if path != "/metrics":
                 return self._reply(404, b"not found: try /metrics\n", head=head)
             try:
-                snap = read_snapshot(g, args, consumers)
+                snap = snapshot()
             except StoreError as e:
                 return self._reply(503, ("xs: %s\n" % e).encode("utf-8", "replace"), head=head)
             if snap.missing:
@@ -286,15 +289,25 @@ def serve(g, args, namespace, consumers, host, port):
 
     class Server(HTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        daemon_threads = True
 
+    return Server((host, port), Handler)
+
+
+def url_of(httpd, host):
+    """The /metrics URL ``httpd`` (listening on ``host``) answers."""
+    return "http://%s:%d/metrics" % ("[%s]" % host if ":" in host else host, httpd.server_address[1])
+
+
+def serve(g, args, namespace, consumers, host, port):
+    """Serve /metrics on (host, port) until interrupted: one request at
+    a time, each a fresh snapshot (the store opened and closed again)."""
     try:
-        httpd = Server((host, port), Handler)
+        httpd = http_server(host, port, lambda: read_snapshot(g, args, consumers), namespace, consumers)
     except OSError as e:
         context.fail("--listen %s:%d: %s" % (host, port, e.strerror or e))
-    real = httpd.server_address[1]
-    shown = "[%s]" % host if ":" in host else host
     try:
-        sys.stderr.write("xs metrics: serving http://%s:%d/metrics\n" % (shown, real))
+        sys.stderr.write("xs metrics: serving %s\n" % url_of(httpd, host))
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

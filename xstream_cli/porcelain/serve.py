@@ -49,12 +49,15 @@ def register(cli):
     @click.option("--protected-mode", type=click.Choice(["yes", "no"]), default="yes", show_default=True,
                   help="Without a password, refuse clients that are not on loopback.")
     @click.option("--maxclients", default=10000, show_default=True, type=click.IntRange(1, 1 << 20))
+    @click.option("--metrics", metavar="[HOST:]PORT",
+                  help="Also serve xs metrics' Prometheus text of the whole store at http://HOST:PORT/metrics "
+                       "(a bare PORT: 127.0.0.1; no authentication: keep it on loopback or a trusted network).")
     @click.option("--loglevel", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
                   show_default=True, help="Log level (logs go to stderr).")
     @click.pass_obj
     def serve(obj, bind, port, allow_no_password, tls_port, tls_cert_file, tls_key_file, tls_ca_cert_file,
               tls_auth_clients, unixsocket, unixsocketperm, requirepass, requirepass_file, protected_mode, maxclients,
-              loglevel):
+              metrics, loglevel):
         """Serve the store to Redis clients (RESP2/RESP3).
 
         \b
@@ -109,13 +112,15 @@ def register(cli):
                 "serve on the private Unix socket %s, or --allow-no-password if that is what you want"
                 % os.path.join(context.db_path(obj), SOCKET_NAME))
         bind = bind or "127.0.0.1"
+        from xstream_cli.porcelain.metrics import parse_listen
         cfg = Config(bind=bind, port=port, unixsocket=unixsocket, unixsocketperm=perm, requirepass=requirepass,
                      protected_mode=protected_mode == "yes", maxclients=maxclients, durable=obj.durable,
                      db=context.db_path(obj), tls_port=tls_port, tls_cert_file=tls_cert_file,
                      tls_key_file=tls_key_file, tls_ca_cert_file=tls_ca_cert_file, tls_auth_clients=tls_auth_clients,
                      native=os.environ.get("XS_SERVE_PURE", "") in ("", "0"),
                      maxclients_requested=click.get_current_context().get_parameter_source("maxclients")
-                     != click.core.ParameterSource.DEFAULT)
+                     != click.core.ParameterSource.DEFAULT,
+                     metrics=None if metrics is None else parse_listen(metrics, "--metrics"))
         problem = cfg.tls_problem()
         if problem:
             raise click.UsageError(problem)

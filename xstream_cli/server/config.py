@@ -27,7 +27,7 @@ class Config:
                  requirepass=None, protected_mode=True, maxclients=DEFAULT_MAXCLIENTS,
                  max_bulk=512 << 20, output_limit=256 << 20, durable=True, db="", tls_port=0,
                  tls_cert_file=None, tls_key_file=None, tls_ca_cert_file=None, tls_auth_clients="yes",
-                 native=True, maxclients_requested=None):
+                 native=True, maxclients_requested=None, metrics=None):
         self.bind = bind
         self.port = port
         self.unixsocket = unixsocket
@@ -35,6 +35,7 @@ class Config:
         self.requirepass = requirepass or None
         self.protected_mode = protected_mode
         self.maxclients = maxclients
+        self.metrics = metrics        # (host, port) of /metrics (xs serve --metrics), or None
         # whether the user asked for maxclients (fit_open_files warns then);
         # None: asked for unless it is the default
         self.maxclients_requested = (maxclients != DEFAULT_MAXCLIENTS if maxclients_requested is None

@@ -136,6 +136,7 @@ class Server:
         self.loop = None
         self.pool = None
         self.servers = []
+        self.metrics_httpd = None    # xs serve --metrics: its HTTP server
         self.stopping = False
         self.engine_stuck = False    # stopped while the engine still waited for the write lock
         self.auth_next = 0.0         # when the server may answer its next wrong password (monotonic)
@@ -148,11 +149,11 @@ class Server:
     # ---------------------------------------------------------- life cycle
 
     async def start(self):
-        reduced = self.config.fit_open_files()
-        if reduced:
-            log.warning(reduced)
+        self.config.fit_open_files()          # logs what it did
         await self.start_in_process()
         c = self.config
+        if c.metrics:
+            self._start_metrics(*c.metrics)
         log.info("requests read by %s; event loop: %s", "hiredis" if RequestParser(native=c.native).native
                  else "the pure-Python reader", "uvloop" if type(self.loop).__module__.startswith("uvloop")
                  else "asyncio")
@@ -190,6 +191,24 @@ class Server:
                     c.port = srv.sockets[0].getsockname()[1]
                 log.info("ready to accept connections on %s port %d (store %s)", " ".join(hosts), c.port, c.db)
 
+    def _start_metrics(self, host, port):
+        """``xs serve --metrics``: /metrics (xs metrics' text of the whole
+        store) on (host, port), served by a thread of its own; each
+        scrape reads one snapshot under the engine's store lock (between
+        two of its batches, never during a step aside for a compaction)."""
+        import threading
+
+        from storage.ops.overview import snapshot
+        from xstream_cli.porcelain.metrics import http_server, url_of
+        lock = self.engine.store.lock
+
+        def snap():
+            with lock:
+                return snapshot(self.engine.store)
+        self.metrics_httpd = http_server(host, port, snap, "redis", True)
+        threading.Thread(target=self.metrics_httpd.serve_forever, name="xs-metrics", daemon=True).start()
+        log.info("serving metrics at %s", url_of(self.metrics_httpd, host))
+
     async def start_in_process(self):
         """Start the engine and the blocking pool, listening nowhere:
         connections come through ``adopt`` (xstream_cli.client)."""
@@ -223,6 +242,9 @@ class Server:
         self.stopping = True
         for s in self.servers:
             s.close()
+        if self.metrics_httpd is not None:
+            self.metrics_httpd.shutdown()        # a scrape under way finishes first
+            self.metrics_httpd.server_close()
         for sock in list(self.handshakes):
             self._drop_handshake(sock)
         self.engine.cancel_all()
