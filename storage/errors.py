@@ -139,7 +139,14 @@ def novalues_only_hscan():
 
 
 def internal(exc):
+    if isinstance(exc, MemoryError):      # the process ran out: nothing was committed
+        return out_of_memory()
     return RedisError("ERR internal error: %s" % (exc,))
+
+
+def out_of_memory():
+    return RedisError("ERR out of memory (this process could not allocate what the command needs; "
+                      "nothing was written; with a long reply, ask for less: COUNT)")
 
 
 # ----------------------------------------------------------------- stream IDs

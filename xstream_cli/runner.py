@@ -70,6 +70,10 @@ def run_one(g, argv):
             context.fail(str(e))
         except BrokenPipeError:
             context.quiet_exit()
+        except MemoryError:
+            # while writing a streamed reply, after its commit
+            context.fail("out of memory while writing the reply (a change the command made is committed: "
+                         "XREADGROUP's entries are pending; read them again with ID 0)")
         if streamed:
             pass
         elif isinstance(r, RedisError):
@@ -80,6 +84,9 @@ def run_one(g, argv):
                 s.output(r, argv=argv)          # pretty output streams; Ctrl-C during it: 130, no traceback
             except KeyboardInterrupt:
                 return EXIT_INTERRUPTED
+            except MemoryError:
+                context.fail("out of memory while writing the reply (a change the command made is "
+                             "committed; ask for less: COUNT)")
         repeat -= 1
         if repeat == 0:
             return status
