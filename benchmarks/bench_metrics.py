@@ -1,6 +1,6 @@
 """Benchmark: ``xs metrics`` (and ``xs check``) on many streams and groups.
 
-    python3 benchmarks/bench_metrics.py [--streams N] [--groups N] [--entries N] [--runs N]
+    python3 benchmarks/bench_metrics.py [--streams N] [--groups N] [--entries N] [--runs N] [--profile]
 
 Not collected by pytest.  Builds a store of N streams (1,000) of
 ``--entries`` entries each (10), each with G consumer groups (10), every
@@ -13,7 +13,9 @@ included):
     xs metrics --exclude-consumer-metrics
     xs check --lag-warn 1000000
 
-and, in process, the overview alone (storage.ops.overview.snapshot).
+and, in process, the overview alone (storage.ops.overview.snapshot),
+each as wall time and CPU time (user + system: what a busy machine
+inflates least); ``--profile`` adds a cProfile summary of one snapshot.
 Goal (issue 40): xs metrics on 1,000 streams x 10 groups in <= 1 s.
 """
 import argparse
@@ -48,16 +50,23 @@ def build(db, streams, groups, entries):
 
 
 def timed(argv, runs):
-    out = []
+    """(median wall s, best wall s, median CPU s, output bytes): CPU is
+    the child's user + system time, which a busy machine inflates less
+    than the wall clock."""
+    import resource
+    out, cpu = [], []
     size = 0
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         out.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if p.returncode not in (0, 1, 2):
             sys.exit("%s failed: %s" % (" ".join(argv), p.stderr.decode()[-500:]))
         size = len(p.stdout)
-    return statistics.median(out), min(out), size
+    return statistics.median(out), min(out), statistics.median(cpu), size
 
 
 def main():
@@ -66,6 +75,7 @@ def main():
     ap.add_argument("--groups", type=int, default=10)
     ap.add_argument("--entries", type=int, default=10)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="cProfile one overview snapshot (cumulative, top 15)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-metrics-")
     try:
@@ -78,23 +88,36 @@ def main():
         rows = [("xs metrics", base + ["metrics"]),
                 ("xs metrics --exclude-consumer-metrics", base + ["metrics", "--exclude-consumer-metrics"]),
                 ("xs check --lag-warn 1000000", base + ["check", "--lag-warn", "1000000"])]
-        print("%-42s %10s %10s %12s" % ("command (a new process each run)", "median s", "best s", "output B"))
+        print("%-42s %10s %10s %10s %12s" % ("command (a new process each run)", "median s", "best s", "CPU s",
+                                               "output B"))
         for label, argv in rows:
-            med, best, size = timed(argv, a.runs)
-            print("%-42s %10.3f %10.3f %12d" % (label, med, best, size))
+            med, best, cpu, size = timed(argv, a.runs)
+            print("%-42s %10.3f %10.3f %10.3f %12d" % (label, med, best, cpu, size))
         from storage.ops.overview import snapshot
         from storage.store import Store
         store = Store(db, readonly=True, create=False)
         try:
-            times = []
+            times, cpu = [], []
             for _ in range(a.runs):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 snap = snapshot(store)
                 times.append(time.perf_counter() - t)
+                cpu.append(time.process_time() - c)
         finally:
             store.close()
-        print("%-42s %10.3f %10.3f %12s" % ("overview snapshot, in process", statistics.median(times), min(times),
-                                           "%d groups" % sum(len(s.groups) for s in snap.streams)))
+        print("%-42s %10.3f %10.3f %10.3f %12s" % ("overview snapshot, in process", statistics.median(times),
+                                                 min(times), statistics.median(cpu),
+                                                 "%d groups" % sum(len(s.groups) for s in snap.streams)))
+        if a.profile:
+            import cProfile
+            import pstats
+            store = Store(db, readonly=True, create=False)
+            try:
+                prof = cProfile.Profile()
+                prof.runcall(snapshot, store)
+            finally:
+                store.close()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
         print("goal: xs metrics <= 1 s on 1,000 streams x 10 groups")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -89,6 +89,28 @@ class ConsumerDetail:
 
 
 @dataclass(slots=True)
+class GroupHealth:
+    """One group at a glance (storage.verbs.health: O(log n) a group, no
+    walk of its PEL): XINFO GROUPS's facts, plus ``nacked`` (pending
+    entries given back by XNACK, unowned), ``oldest_pending_time`` (the
+    oldest last delivery, ms, of a pending entry that has an owner;
+    None when none has), ``next_id`` (the first entry after
+    ``last_delivered_id``; None when none: the group is not behind) and,
+    when asked, ``consumer_details`` (ConsumerDetail each, in name
+    order, their ``pending`` rows None)."""
+    name: bytes = b""
+    consumers: Optional[int] = None
+    pending: Optional[int] = None
+    last_delivered_id: Optional[StreamID] = None
+    entries_read: Optional[int] = None
+    lag: Optional[int] = None
+    nacked: int = 0
+    oldest_pending_time: Optional[int] = None
+    next_id: Optional[StreamID] = None
+    consumer_details: Optional[List[ConsumerDetail]] = None
+
+
+@dataclass(slots=True)
 class GroupWork:
     """Of some entries of a stream (those a trim or an archive would
     remove), what the group ``group`` has not acknowledged:

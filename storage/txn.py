@@ -54,7 +54,7 @@ if False:  # typing only (not imported at run time)
 
     from storage.codec import Entries
     from storage.codec.rdb import RdbReader
-    from storage.info import ConsumerInfo, GroupInfo, PendingRow, PendingSummary, StreamInfo, TrimPreview
+    from storage.info import ConsumerInfo, GroupHealth, GroupInfo, PendingRow, PendingSummary, StreamInfo, TrimPreview
     from storage.options import (
         AddOptions,
         AutoClaimOptions,
@@ -348,12 +348,8 @@ class Txn:
         return self._write(delivery.read_group, opts)
 
     def deliver_spans(self, opts: "ReadOptions") -> "list":
-        """XREADGROUP of new entries only (every ID ``>``; no CLAIM,
-        MAXCOUNT or MAXSIZE), delivered as ``read_group`` delivers them,
-        without their entries: [(key, delivery.Span)], each the first and
-        last ID delivered and their number (the caller reads them from a
-        snapshot taken before the commit: a reply as long as the stream
-        need not be held)."""
+        """``read_group`` of new entries only, without holding them:
+        [(key, delivery.Span)] (see delivery.read_group's ``spans``)."""
         return self._write(delivery.read_group, opts, True)
 
     def claim_wait_ms(self, keys: "Sequence[bytes]", group: bytes, min_idle: int) -> "Optional[int]":
@@ -395,6 +391,12 @@ class Txn:
     def consumers_info(self, name: bytes, group: bytes) -> "List[ConsumerInfo]":
         """XINFO CONSUMERS."""
         return self._read(groups.consumers_info, name, group)
+
+    def group_health(self, name: bytes, consumers: bool = False) -> "List[GroupHealth]":
+        """[GroupHealth] of stream ``name``'s groups, no PEL walked (storage.verbs.health;
+        ``consumers``: their records too)."""
+        from storage.verbs.health import group_health
+        return self._read(group_health, name, consumers)
 
     # =========================================================== keyspace
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from storage import codec
-from storage.info import GroupInfo, GroupWork, TrimPreview
+from storage.info import GroupWork, TrimPreview
 
 __all__ = ["ConsumerView", "DeadLetters", "GroupView", "GroupWork", "Overview", "Snapshot", "StreamView",
            "TrimPreview", "is_pattern", "select_streams", "snapshot", "store_overview", "trim_preview"]
@@ -190,7 +190,6 @@ def select_streams(tx, args):
 
 _MAX_ID = (2 ** 64 - 1, 2 ** 64 - 1)
 _PAGE = 1000
-_ROWS = 64           # PEL rows XINFO STREAM FULL is asked for first
 
 
 def snapshot(store, args=(), groups=True, detail=True, consumers=True, dead_letters=True, store_facts=True):
@@ -218,38 +217,19 @@ def snapshot(store, args=(), groups=True, detail=True, consumers=True, dead_lett
 
 
 def _stream(tx, name, now, with_groups, detail, with_consumers, with_dead, with_ttl=True):
-    """One StreamView, in a few verbs: XINFO STREAM (first and last
-    entries), XINFO GROUPS, and when details or consumers are asked
-    XINFO STREAM FULL with a COUNT that takes every PEL row (their
-    delivery times, the NACKed count, the consumers), plus one XRANGE
-    per distinct last-delivered ID of a group behind (its next entry's
-    ID gives the lag in seconds)."""
+    """One StreamView, in a few verbs: XINFO STREAM (its counters, first
+    and last entries) and, for its groups, Txn.group_health
+    (storage.verbs.health: no walk of any PEL, O(log n) a group): XINFO
+    GROUPS's facts, the NACKed count, the oldest owned delivery and the
+    first entry after each last-delivered ID (whose ms give the lag in
+    seconds)."""
     from storage.errors import RedisError
     from storage.options import StreamInfoOptions
     try:
         info = tx.stream_info(name, StreamInfoOptions())
     except RedisError:            # gone since the names were read (cannot happen in one txn)
         return None
-    details = {}
-    head: List[Tuple[int, int]] = []
-    head_all = False
-    if with_groups and info.groups and detail:
-        # XINFO STREAM FULL: every fact of every group; a second time
-        # with a COUNT that takes every PEL row when a PEL is longer
-        fi = tx.stream_info(name, StreamInfoOptions(True, _ROWS))
-        full = fi.groups
-        most = max(d.pel_count or 0 for d in full)
-        if most > _ROWS:
-            fi = tx.stream_info(name, StreamInfoOptions(True, most))
-            full = fi.groups
-        head = [_key(e[0]) for e in fi.entries or ()]      # the stream's first entries, oldest first
-        head_all = len(head) < (max(most, _ROWS))           # ... all of them
-        details = {d.name: d for d in full}
-        ginfo = [GroupInfo(name=d.name, consumers=len(d.consumers or ()), pending=d.pel_count,
-                           last_delivered_id=d.last_delivered_id, entries_read=d.entries_read, lag=d.lag)
-                 for d in full]
-    else:
-        ginfo = tx.groups_info(name) if with_groups and info.groups else []
+    health = tx.group_health(name, with_consumers) if with_groups and info.groups else []
     first = info.first_entry[0] if info.first_entry else None
     last = info.last_entry[0] if info.last_entry else None
     expires = tx.expire_time(name) if with_ttl else -1
@@ -257,35 +237,20 @@ def _stream(tx, name, now, with_groups, detail, with_consumers, with_dead, with_
                    first_id=first, last_id=last, last_generated_id=info.last_generated_id,
                    last_entry_age_ms=None if last is None else now - int(last.split(b"-")[0]),
                    ttl_ms=None if expires < 0 else max(0, expires - now))
-    last_key = _key(last) if last is not None else None
-    next_ms: Dict[Tuple[int, int], Optional[int]] = {}
-    for gi in ginfo:
-        g = GroupView(name=gi.name, consumer_count=gi.consumers or 0, pending=gi.pending or 0,
-                      last_delivered_id=gi.last_delivered_id, entries_read=gi.entries_read, lag=gi.lag)
-        d = details.get(gi.name)
-        if d is not None:
-            ld = g.last_delivered_id or (0, 0)
-            if last_key is not None and last_key > ld:
-                if ld not in next_ms:
-                    nxt = next((k for k in head if k > ld), None)
-                    if nxt is not None:
-                        next_ms[ld] = nxt[0]
-                    else:
-                        next_ms[ld] = None if head_all else _next_entry_ms(tx, name, ld)
-                if next_ms[ld] is not None:
-                    g.lag_ms = max(0, now - next_ms[ld])
-            g.nacked = d.nacked_count or 0
-            times = [t for _, owner, t, _ in d.pending or () if owner]
-            g.oldest_pending_ms = max(0, now - min(times)) if times else None
-            if with_consumers:
-                g.consumers = [ConsumerView(name=c.name, pending=c.pel_count or 0,
-                                            idle_ms=max(0, now - c.seen_time),
-                                            inactive_ms=None if c.active_time == -1 else max(0, now - c.active_time))
-                               for c in d.consumers or ()]
-        elif with_consumers:
-            g.consumers = [ConsumerView(name=c.name, pending=c.pending or 0, idle_ms=c.idle or 0,
-                                        inactive_ms=None if c.inactive == -1 else c.inactive)
-                           for c in tx.consumers_info(name, gi.name)]
+    for h in health:
+        g = GroupView(name=h.name, consumer_count=h.consumers or 0, pending=h.pending or 0,
+                      last_delivered_id=h.last_delivered_id, entries_read=h.entries_read, lag=h.lag)
+        if detail:
+            if h.next_id is not None:
+                g.lag_ms = max(0, now - h.next_id[0])
+            g.nacked = h.nacked
+            t = h.oldest_pending_time
+            g.oldest_pending_ms = None if t is None else max(0, now - t)
+        if with_consumers:
+            g.consumers = [ConsumerView(name=c.name, pending=c.pel_count or 0,
+                                        idle_ms=max(0, now - (c.seen_time or 0)),
+                                        inactive_ms=None if c.active_time == -1 else max(0, now - (c.active_time or 0)))
+                           for c in h.consumer_details or ()]
         s.groups.append(g)
     if with_dead and (_is_dead_letter(info.first_entry) or _is_dead_letter(info.last_entry)):
         s.dead_letters = _count_dead_letters(tx, name)
@@ -300,13 +265,6 @@ def _key(entry_id):
 def _after(i):
     ms, seq = i
     return (ms, seq + 1) if seq < 2 ** 64 - 1 else (ms + 1, 0)
-
-
-def _next_entry_ms(tx, name, after):
-    """The ms of the first entry with an ID above ``after``, or None."""
-    from storage.options import RangeOptions
-    nxt = tx.range(name, RangeOptions(_after(after), _MAX_ID, 1, False))
-    return _key(nxt[0][0])[0] if nxt else None
 
 
 def _is_dead_letter(entry):

@@ -91,6 +91,24 @@ class Pel:
         (NACKed entries, unowned, come before every delivered one)."""
         return codec.ptimes_from_keys(self._kv.iter_prefix(self._ptime, codec.gid_prefix(g.gid), values=False))
 
+    def oldest_owned_time(self, g, nacked=None):
+        """The time key (last delivery, ms) of the oldest pending entry
+        that has an owner, or None when none has: the time index from its
+        start, past the NACKed entries (unowned, they sort first), so
+        O(log n + NACKed).  ``nacked``: how many NACKed entries ``g`` has,
+        when known: once that many are passed, the next entry is owned
+        without a look at its record."""
+        if nacked == 0:
+            k = self._kv.first_key(self._ptime, codec.gid_prefix(g.gid))
+            return None if k is None else codec.ptime_from_key(k)[0]
+        rec = self.record_of(g)
+        passed = 0
+        for t, i in self.by_time(g):
+            if (nacked is not None and passed >= nacked) or rec(i)[0]:
+                return t
+            passed += 1
+        return None
+
     def nacked(self, g):
         """(ID, delivery count) of the NACKed (unowned) entries, in NACK
         order.  The whole time index is walked: an owned entry can sort
