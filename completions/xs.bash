@@ -65,6 +65,7 @@ _xs_spec() {
 _xs_pspec() {
     case $1 in
         archive) echo 'k|--before --binary --db --drop-unacked --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-' ;;
+        check) echo '-|--db --dead-letters-critical --dead-letters-warn --format --group --help --lag-critical --lag-seconds-critical --lag-seconds-warn --lag-warn --last-entry-age-seconds-critical --last-entry-age-seconds-warn --no-sync --oldest-pending-seconds-critical --oldest-pending-seconds-warn --outfile --pending-critical --pending-warn --store-full-percent-critical --store-full-percent-warn|--group:g --lag-warn:- --lag-critical:- --lag-seconds-warn:- --lag-seconds-critical:- --pending-warn:- --pending-critical:- --oldest-pending-seconds-warn:- --oldest-pending-seconds-critical:- --dead-letters-warn:- --dead-letters-critical:- --last-entry-age-seconds-warn:- --last-entry-age-seconds-critical:- --store-full-percent-warn:- --store-full-percent-critical:- --format:=nagios,json,prometheus,text --outfile:- --db:-' ;;
         compact) echo '-|--db --dry-run --help --json --no-sync --quiet --wait -q|--wait:- --db:-' ;;
         completion) echo '=bash,zsh,fish|--db --help --no-sync|--db:-' ;;
         export) echo 'k|--db --help --meta --no-sync --output --quiet --replace --to -o -q|-o:f --output:f --to:- --db:-' ;;
@@ -72,11 +73,13 @@ _xs_pspec() {
         import) echo 'f|--batch --db --format --from --help --id-field --no-sync --quiet --replace --skip-existing --stream -q|--stream:k --format:=xs,jsonl,kv --id-field:- --from:- --batch:- --db:-' ;;
         info) echo '-|--db --help --json --no-sync|--db:-' ;;
         ls) echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-' ;;
+        metrics) echo '-|--db --exclude-consumer-metrics --help --listen --namespace --no-sync --outfile|--namespace:- --outfile:- --listen:- --db:-' ;;
         redrive) echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-' ;;
         restore) echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-' ;;
         save) echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-' ;;
-        serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-' ;;
+        serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --metrics --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --metrics:- --loglevel:=debug,info,warning,error --db:-' ;;
         tail) echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-' ;;
+        top) echo '-|--db --group --help --interval --no-sync --sort -i|--group:g -i:- --interval:- --sort:=lag,lag-seconds,pending,rate,name --db:-' ;;
         trim) echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-' ;;
         worker) echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --db --dead-letter --group --help --json --max-deliveries --no-sync --once --quiet --retry-delay --start --timeout -c -g -q|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:- --db:-' ;;
     esac
@@ -98,7 +101,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -129,7 +132,7 @@ _xs() {
         fi
         local names='CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
-        COMPREPLY=($(compgen -W "$names archive compact completion export help import info ls redrive restore save serve tail trim worker" -- "$cur"))
+        COMPREPLY=($(compgen -W "$names archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker" -- "$cur"))
         return
     fi
     local ps; ps=$(_xs_pspec "$cmd")

@@ -119,6 +119,8 @@ function __xs_pspec
     switch $argv[1]
         case archive
             echo 'k|--before --binary --db --drop-unacked --dry-run --fields-list --help --master --mode --no-sync --older-than --quiet --shared-dir --to --url -q|--to:- --older-than:- --before:- --master:- --url:- --mode:- --db:-'
+        case check
+            echo '-|--db --dead-letters-critical --dead-letters-warn --format --group --help --lag-critical --lag-seconds-critical --lag-seconds-warn --lag-warn --last-entry-age-seconds-critical --last-entry-age-seconds-warn --no-sync --oldest-pending-seconds-critical --oldest-pending-seconds-warn --outfile --pending-critical --pending-warn --store-full-percent-critical --store-full-percent-warn|--group:g --lag-warn:- --lag-critical:- --lag-seconds-warn:- --lag-seconds-critical:- --pending-warn:- --pending-critical:- --oldest-pending-seconds-warn:- --oldest-pending-seconds-critical:- --dead-letters-warn:- --dead-letters-critical:- --last-entry-age-seconds-warn:- --last-entry-age-seconds-critical:- --store-full-percent-warn:- --store-full-percent-critical:- --format:=nagios,json,prometheus,text --outfile:- --db:-'
         case compact
             echo '-|--db --dry-run --help --json --no-sync --quiet --wait -q|--wait:- --db:-'
         case completion
@@ -133,6 +135,8 @@ function __xs_pspec
             echo '-|--db --help --json --no-sync|--db:-'
         case ls
             echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-'
+        case metrics
+            echo '-|--db --exclude-consumer-metrics --help --listen --namespace --no-sync --outfile|--namespace:- --outfile:- --listen:- --db:-'
         case redrive
             echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-'
         case restore
@@ -140,9 +144,11 @@ function __xs_pspec
         case save
             echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-'
         case serve
-            echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --loglevel:=debug,info,warning,error --db:-'
+            echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --metrics --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --metrics:- --loglevel:=debug,info,warning,error --db:-'
         case tail
             echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-'
+        case top
+            echo '-|--db --group --help --interval --no-sync --sort -i|--group:g -i:- --interval:- --sort:=lag,lag-seconds,pending,rate,name --db:-'
         case trim
             echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-'
         case worker
@@ -173,7 +179,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive compact completion export help import info ls redrive restore save serve tail trim worker
+            printf '%s\n' CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -225,7 +231,7 @@ function __xs_args
         end
         set -l names CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
-        printf '%s\n' $names archive compact completion export help import info ls redrive restore save serve tail trim worker
+        printf '%s\n' $names archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker
         return
     end
     set -l ps (__xs_pspec $cmd)
