@@ -24,14 +24,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XS = [sys.executable, "-m", "xstream_cli"]
 
 
+def _anon_kb(pid):
+    """The process's anonymous resident memory (its heap: not the store's
+    mapped file pages, which max RSS counts) in KB, or 0 once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def measure(argv, cwd=ROOT):
-    """(seconds to the first byte, seconds in all, bytes, max RSS in MB)."""
+    """(seconds to the first byte, seconds in all, bytes, max RSS in MB,
+    peak heap in MB).  Max RSS (os.wait4) counts the pages of the store's
+    mapping a read touches; the heap (RssAnon, sampled as the output is
+    drained) is what a reply held in memory costs."""
     t = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=cwd)
     first = None
     n = 0
+    heap = 0
     while True:
         chunk = p.stdout.read1(1 << 16)
+        heap = max(heap, _anon_kb(p.pid))
         if not chunk:
             break
         if first is None:
@@ -39,7 +57,7 @@ def measure(argv, cwd=ROOT):
         n += len(chunk)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = status
-    return first or 0.0, time.monotonic() - t, n, ru.ru_maxrss / 1024.0
+    return first or 0.0, time.monotonic() - t, n, ru.ru_maxrss / 1024.0, heap / 1024.0
 
 
 def fresh(db, before):
@@ -97,11 +115,11 @@ def main():
             rows.append(("redis-cli --json XREAD",
                          ["redis-cli", "-p", str(port), "--json", "XREAD", "STREAMS", "big", "0"], None))
         print("%d entries" % a.entries)
-        print("%-24s %10s %9s %12s %10s" % ("command", "first byte", "total", "bytes", "max RSS"))
+        print("%-24s %10s %9s %12s %10s %10s" % ("command", "first byte", "total", "bytes", "max RSS", "peak heap"))
         for name, argv, before in rows:
             fresh(db, before)
-            first, total, n, rss = measure(argv)
-            print("%-24s %9.2fs %8.2fs %12s %8.0f MB" % (name, first, total, format(n, ","), rss))
+            first, total, n, rss, heap = measure(argv)
+            print("%-24s %9.2fs %8.2fs %12s %7.0f MB %7.0f MB" % (name, first, total, format(n, ","), rss, heap))
         print()
         print("%-24s %10s %10s" % ("| head -1", "seconds", "exit"))
         for name, argv, before in rows:
