@@ -62,7 +62,10 @@ def test_concurrent_map_growth_refuses_no_reader_and_no_writer(tmp_path):
     writer = run(WRITER, db)
     out, err = writer.communicate(timeout=120)
     assert writer.returncode == 0, err.decode()[-2000:]
-    assert int(out) >= 8 << 20                      # the map grew several times over
+    # the map grew several times over its 1 MiB, and holds the data: by
+    # doubling in the writer, or by adopting the size a reader opened with
+    # (twice the data file at that moment), whichever came last
+    assert int(out) >= max(4 << 20, os.path.getsize(db / "data.mdb"))
     for r in readers:
         out, err = r.communicate(timeout=120)
         reads, errors = map(int, out.split())
