@@ -27,6 +27,25 @@ import time
 
 import pytest
 
+
+def _sigint_as_a_terminal_gives_it():
+    """A test run started in the background of a shell without job
+    control (``cmd &`` in a script, nohup, some CI runners) inherits
+    SIGINT ignored, and every process it starts would too: the tests
+    that press Ctrl-C on xs would then test nothing but an ignored
+    signal.  Give this process (and so its children) the disposition an
+    interactive run has: Python's KeyboardInterrupt handler here, the
+    default in what it starts."""
+    import signal
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:          # not the main thread: leave it
+        pass
+
+
+_sigint_as_a_terminal_gives_it()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:            # tests import each other's helpers as tests.<tier>.<module>
     sys.path.insert(0, ROOT)
@@ -100,10 +119,11 @@ def _json_text(raw):
 
 
 def json_key(k):
-    """A map key as xs --json writes it: UTF-8 text, other bytes as \\xHH."""
+    """A map key as xs --json writes it: UTF-8 text, each other byte as
+    the surrogate escape U+DC80..U+DCFF (reversible, render._key)."""
     if isinstance(k, dict) and set(k) == {"b64"}:
         import base64
-        return base64.b64decode(k["b64"]).decode("utf-8", "backslashreplace")
+        return base64.b64decode(k["b64"]).decode("utf-8", "surrogateescape")
     return k if isinstance(k, str) else json.dumps(k)
 
 

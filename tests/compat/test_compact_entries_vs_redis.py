@@ -452,8 +452,9 @@ def test_tail_follow_sees_field_sets_made_by_other_processes_after_it_started(tm
     db = tmp_path / "db"
     assert script(db, [xadd("m", "1-1", b"a", b"1"), xadd("m", "1-2", b"b", b"2"),
                        "XGROUP CREATE m g $"]).returncode == 0
-    argv = XS + ["--db", str(db), "tail", "-f", "--json", "-n", "0"]
-    plain = subprocess.Popen(argv + ["m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    argv = XS + ["--db", str(db), "tail", "-f", "--json"]
+    plain = subprocess.Popen(argv + ["-n", "0", "m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    # through a group -n does not go with -f: the group's position says where reading starts
     grouped = subprocess.Popen(argv + ["--group", "g", "--consumer", "c", "m"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=ROOT)
     try:
