@@ -137,9 +137,10 @@ def test_a_group_read_of_a_long_stream_holds_a_page_not_the_reply(big):
 
 
 def test_running_out_of_memory_is_a_message_not_a_traceback(big):
-    """A reply that does not fit in memory (a page, under a cap far below
-    what it needs) ends with one line, status 1."""
-    r = _within([XS, "--db", str(big), "XRANGE", "big", "-", "+", "COUNT", "5000"], 24 << 20)
+    """A reply that does not fit in memory ends with one line, status 1:
+    XINFO STREAM FULL COUNT 0 (every entry, a reply built whole) of 60 MB
+    of entries, under a 24 MB cap (xs itself starts in under 10)."""
+    r = _within([XS, "--db", str(big), "XINFO", "STREAM", "big", "FULL", "COUNT", "0"], 24 << 20)
     assert r.returncode == 1
     assert b"Traceback" not in r.stderr and b"out of memory" in r.stderr, r.stderr[-300:]
 
