@@ -164,15 +164,23 @@ def take(g, args):
 
 # ------------------------------------------------------------------ a pipe: one snapshot
 
-def print_once(g, args, group, key):
+def first_snapshot(g, args):
+    """The first snapshot, or exit 1 saying why there is none (no store,
+    a stream named that does not exist)."""
     from storage.store import StoreError
-    from xstream_cli.porcelain.ls import emit_table, fail_missing
+    from xstream_cli.porcelain.ls import fail_missing
     try:
         snap = take(g, args)
     except StoreError as e:
         context.fail(str(e))
     if snap.missing:
         fail_missing(snap.missing)
+    return snap
+
+
+def print_once(g, args, group, key):
+    from xstream_cli.porcelain.ls import emit_table
+    snap = first_snapshot(g, args)
     table = [cells(r) for r in sort_rows(rows_of(snap, None, group), key)]
     emit_table("plain", [c[0] for c in COLUMNS], table, {n for n, c in enumerate(COLUMNS) if c[1]}, "")
 
@@ -244,13 +252,7 @@ def run_live(g, args, group, interval, key):
     from rich.live import Live
 
     from storage.store import StoreError
-    from xstream_cli.porcelain.ls import fail_missing
-    try:
-        snap = take(g, args)
-    except StoreError as e:
-        context.fail(str(e))
-    if snap.missing:
-        fail_missing(snap.missing)
+    snap = first_snapshot(g, args)
     view = View(context.db_path(g), args, group, interval, key)
     view.update(snap, None)
     out = sys.stdout.fileno()
