@@ -341,7 +341,7 @@ class _Wire:
         c.last_cmd = cmds[-1][0]
         stats = self.server.stats
         while items:
-            replies, blocked = self._execute(Job(items, None, owner=c.id))
+            replies, blocked = self._execute(Job(items, None, owner=c.id, proto=c.proto))
             self.out += encode_replies(items, replies, c.proto)
             stats.replies(items, replies)
             if blocked is None:

@@ -108,7 +108,7 @@ class Batch:
         except FATAL:
             raise
         except Exception as e:       # a bug: its savepoint was rolled back
-            r = self._bug(e)
+            r = self.bug(e)
         out[i] = r
         return None
 
@@ -181,9 +181,9 @@ class Batch:
         except FATAL:
             raise
         except Exception as e:       # a bug: its savepoint was rolled back
-            return self._bug(e)
+            return self.bug(e)
 
-    def _bug(self, e):
+    def bug(self, e):
         if self.log is not None:
             self.log.exception("command failed")
         return errors.internal(e)

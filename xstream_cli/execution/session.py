@@ -29,11 +29,11 @@ from xstream_cli.commands import lookup, plain_add
 from xstream_cli.execution import run_command
 from xstream_cli.execution.batch import FATAL, Added, Batch
 from xstream_cli.execution.blocked import waits
+from xstream_cli.execution.pages import is_paged_range, is_paged_read, range_pages, read_pages, span_pages
 from xstream_cli.output.render import RENDERERS
 from xstream_cli.splitargs import SplitError, split_line
 
 BATCH_BYTES = 8 << 20          # read at most this much before a commit
-PAGE = 5000                    # entries per page of a streamed XRANGE (Session.stream_range)
 MAX_LINE_BYTES = 512 << 20     # a longer script line is refused (Redis's proto-max-bulk-len)
 
 
@@ -160,10 +160,10 @@ class Session:
             return False          # --no-raw numbers a reply's items across it: written whole
         if name in ("xrange", "xrevrange"):
             key, opts = args
-            if opts.count is not None and opts.count <= PAGE:
+            if not is_paged_range(opts):
                 return False
             with self.store.read() as tx:
-                pages = _pages(tx, key, opts.start, opts.end, opts.count, opts.rev)
+                pages = range_pages(tx, key, opts.start, opts.end, opts.count, opts.rev)
                 self._write_paged(out, [(key, pages)], False)
             return True
         if name == "xreadgroup":
@@ -171,24 +171,15 @@ class Session:
         if name != "xread":
             return False
         opts = args[0]
-        if (opts.count and opts.count <= PAGE) or opts.maxcount or opts.maxsize:
+        if not is_paged_read(opts):
             return False
-        from storage.ids import MAX_ID
         with self.store.read() as tx:
             try:
-                first = tx.read_streams(opts.replace(count=PAGE))
+                streams = read_pages(tx, opts)
             except RedisError:
                 return False                  # the usual path answers the error
-            if not first and opts.block is not None:
+            if not streams and opts.block is not None:
                 return False                  # it blocks: the usual path waits
-            streams = []
-            for key, page in first:
-                rest = None
-                if len(page) == PAGE and opts.count != PAGE:
-                    after = _after(page[PAGE - 1][0])
-                    if after is not None:
-                        rest = _pages(tx, key, after, MAX_ID, opts.count - PAGE if opts.count else None, False)
-                streams.append((key, _chain(page, rest)))
             self._write_paged(out, streams, True)
         return True
 
@@ -202,8 +193,7 @@ class Session:
         from that snapshot a page at a time.  A reply still follows its
         commit; and an error, or a read that has nothing yet and will
         block, goes the usual way (False; nothing committed)."""
-        if (opts.count and opts.count <= PAGE) or opts.maxcount or opts.maxsize or opts.claim is not None \
-                or any(i != b">" for i in opts.ids) or self.store.readonly:
+        if not is_paged_read(opts, group=True) or self.store.readonly:
             return False
         snapshot = []
 
@@ -230,8 +220,7 @@ class Session:
             return True
         ctx, tx = snapshot
         try:
-            self._write_paged(out, [(key, _pages(tx, key, span.first, span.last, None, False))
-                                    for key, span in spans], True)
+            self._write_paged(out, span_pages(tx, spans), True)
         finally:
             ctx.__exit__(None, None, None)
         return True
@@ -672,53 +661,6 @@ class _Error(_Text):
 
 class _Nothing(Exception):
     """A streamed XREADGROUP found nothing and will block."""
-
-
-def _pages(tx, key, lo, hi, left, rev):
-    """The entries of ``key`` from ``lo`` to ``hi`` (XRANGE's bounds,
-    XREVRANGE's order with ``rev``), at most ``left`` (None: all), in
-    pages of at most PAGE entries read as they are asked for."""
-    from storage.options import RangeOptions
-    while lo <= hi and (left is None or left > 0):
-        n = PAGE if left is None else min(PAGE, left)
-        page = tx.range(key, RangeOptions(lo, hi, n, rev))
-        got = len(page)
-        if got:
-            yield page
-        if got < n:
-            return
-        if left is not None:
-            left -= got
-        last = page[got - 1][0]
-        nxt = _before(last) if rev else _after(last)
-        if nxt is None:
-            return
-        if rev:
-            hi = nxt
-        else:
-            lo = nxt
-
-
-def _after(i):
-    """The ID after text ID ``i`` (None after the largest)."""
-    ms, seq = (int(x) for x in i.split(b"-"))
-    if seq < (1 << 64) - 1:
-        return ms, seq + 1
-    return (ms + 1, 0) if ms < (1 << 64) - 1 else None
-
-
-def _before(i):
-    """The ID before text ID ``i`` (None before 0-0)."""
-    ms, seq = (int(x) for x in i.split(b"-"))
-    if seq:
-        return ms, seq - 1
-    return (ms - 1, (1 << 64) - 1) if ms else None
-
-
-def _chain(page, rest):
-    yield page
-    if rest is not None:
-        yield from rest
 
 
 def _plainness(buf):

@@ -581,7 +581,7 @@ async def _exec(srv, c, argv):
     for a, it in zip(queued, items):
         if it.cmd is None and it.name is None:
             it.name = a[0].decode("latin-1").lower()
-    replies, _ = await srv._run(items, exec_=True, watched=watched)
+    replies, _ = await srv._run(items, exec_=True, watched=watched, proto=c.proto)
     if replies is None:
         return Raw(encode(NULL_ARRAY, c.proto))
     srv.stats.replies(items, replies)         # each an INFO commandstats call, as in Redis

@@ -473,8 +473,9 @@ class Server:
                 items = [item_for(a) for a in cmds]
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0]
-                job = Job(items, lambda res: self._answered(c, items, res), owner=c.id)
-                if not job.write and not any(it.array_null for it in items) and self._read_now(c, items, job):
+                job = Job(items, lambda res: self._answered(c, items, res), owner=c.id, proto=c.proto)
+                if not job.write and not any(it.array_null or it.heavy for it in items) \
+                        and self._read_now(c, items, job):
                     return
                 c.inflight = True
                 self._submit(job)
@@ -658,7 +659,7 @@ class Server:
                 self._send(c, encode_replies(items, replies, c.proto))
                 self.stats.replies(items, replies)
                 return
-            replies, blocked = await self._run(items, owner=c.id)
+            replies, blocked = await self._run(items, owner=c.id, proto=c.proto)
             self._send(c, encode_replies(items, replies, c.proto))
             self.stats.replies(items, replies)
             if blocked is None:
@@ -671,10 +672,10 @@ class Server:
             self.stats.reply(items[i], r)
             items = items[i + 1:]
 
-    def _run(self, items, exec_=False, watched=None, owner=None):
+    def _run(self, items, exec_=False, watched=None, owner=None, proto=2):
         """Hand ``items`` to the engine; a future of (replies, blocked)."""
         fut = self.loop.create_future()
-        self._submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched, owner))
+        self._submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched, owner, proto))
         return fut
 
     def _submit(self, job):

@@ -67,7 +67,10 @@ from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup, plain_add
-from xstream_cli.execution.batch import Batch
+from xstream_cli.execution.batch import FATAL, Batch
+from xstream_cli.server import paged
+from xstream_cli.server.paged import heavy
+from xstream_cli.server.resp import Raw, encode
 
 log = logging.getLogger("xs.serve")
 MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
@@ -118,7 +121,8 @@ class Item:
     """One command of a job: a reply already known (a parse error), an
     engine command (``cmd``, ``args``) or a function of the transaction
     (``fn``, for FLUSHDB, DBSIZE, INFO keyspace ...)."""
-    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add", "name", "rejected", "usec")
+    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add", "name", "rejected", "usec",
+                 "heavy")
 
     def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False, plain_add=None, name=None,
                  rejected=False):
@@ -132,6 +136,9 @@ class Item:
         self.name = name if cmd is None else cmd.name       # INFO commandstats (xstream_cli.server.stats)
         self.rejected = rejected     # refused before it ran (a wrong arity): a rejected call
         self.usec = 0                # the engine's time on it (its job's, shared among its items)
+        # a read that may pass a page (xstream_cli.server.paged): run in the
+        # engine's thread, never the loop's, and encoded a page at a time
+        self.heavy = cmd is not None and args is not None and heavy(cmd, args)
 
 
 def item_for(argv):
@@ -194,10 +201,11 @@ class Job:
     engine thread when there is none): ``replies`` for
     the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
     item that must wait (the items after it did not run), or None."""
-    __slots__ = ("items", "done", "exec_", "watched", "write", "owner")
+    __slots__ = ("items", "done", "exec_", "watched", "write", "owner", "proto")
 
-    def __init__(self, items, done, exec_=False, watched=None, owner=None):
+    def __init__(self, items, done, exec_=False, watched=None, owner=None, proto=2):
         self.items = items
+        self.proto = proto           # the client's protocol: a heavy reply is encoded in the engine's thread
         self.done = done
         self.exec_ = exec_
         self.watched = watched       # {key: change counter} of WATCH, for EXEC
@@ -517,6 +525,8 @@ def _job(b, tx, job):
             continue
         if it.plain_add is not None:
             b.add(replies, i, *it.plain_add)
+        elif it.heavy and _paged(b, tx, replies, i, it, job.proto):
+            continue
         elif it.fn is not None:
             b.call(replies, i, it.fn)
         else:
@@ -524,7 +534,30 @@ def _job(b, tx, job):
             if w is not None:
                 replies.pop()
                 return replies, (i,) + w
+            if it.heavy and not job.exec_ and not isinstance(replies[i], RedisError):
+                # XINFO STREAM FULL of a long stream: encoded here, not in the loop's thread
+                replies[i] = Raw(encode(replies[i], job.proto, it.array_null))
     return replies, None
+
+
+def _paged(b, tx, replies, i, it, proto):
+    """A big read encoded a page at a time (xstream_cli.server.paged):
+    True when ``replies[i]`` has its reply, False to go the usual way."""
+    if it.cmd.write and b.read_only is not None:
+        return False                     # the usual way refuses it
+    b.flush()
+    try:
+        r = paged.run(tx, it.cmd, it.args, proto)
+    except RedisError as e:
+        r = e
+    except FATAL:
+        raise
+    except Exception as e:               # a bug: its savepoint was rolled back
+        r = b.bug(e)
+    if r is None:
+        return False
+    replies[i] = r
+    return True
 
 
 _XADD = COMMANDS[b"XADD"]

@@ -389,10 +389,11 @@ def _line(b):
 class Raw:
     """A reply already encoded (EXEC's array of differently shaped replies,
     HELLO's reply in the protocol it sets)."""
-    __slots__ = ("data",)
+    __slots__ = ("data", "streams")
 
-    def __init__(self, data):
+    def __init__(self, data, streams=None):
         self.data = data
+        self.streams = streams       # an XREADGROUP's (xstream_cli.server.paged): the streams that delivered
 
 
 def encode(reply, proto=2, array_null=False):
@@ -439,8 +440,24 @@ def _entries(r, resp3, array_null, out):
     network spends the server's time): a run of one shape is formatted
     in one ``%`` over a format made for the shape, its arguments laid out
     by slices (Entries.columns)."""
+    out.append(b"*%d\r\n" % len(r))
+    _entries_body(r, resp3, array_null, out)
+
+
+def entries_body(r):
+    """The entries of a range page without their array's header (a page
+    of a longer reply: xstream_cli.server.paged)."""
+    out = []
+    if type(r) is Entries:
+        _entries_body(r, False, False, out)
+    else:                                # entries decoded: [id, [field, value, ...]]
+        for e in r:
+            _enc(e, False, False, out)
+    return b"".join(out)
+
+
+def _entries_body(r, resp3, array_null, out):
     app = out.append
-    app(b"*%d\r\n" % len(r))
     for names, ids, flat in r.columns():
         if names is None:
             for e in ids:

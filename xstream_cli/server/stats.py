@@ -21,6 +21,7 @@ import threading
 from storage.errors import RedisError
 from xstream_cli.output.reply import Map
 from xstream_cli.server.config import percentile_text
+from xstream_cli.server.resp import Raw
 
 # ================================================================ dirty
 #
@@ -68,6 +69,8 @@ def _xautoclaim(it, r):
 def _xreadgroup(it, r):
     """One per stream that delivered new entries (``>``: the entries are
     one change, as t_stream.c's propCount; a read of the PEL is none)."""
+    if type(r) is Raw and r.streams is not None:
+        return r.streams                 # read in pages (server.paged): new entries only, each stream delivered
     if not isinstance(r, Map):
         return 0
     opts = it.args[0]
