@@ -98,3 +98,5 @@ def migrate(env, lt, dbs, version, notice=None):
         STEPS[version](kv)
         version += 1
     kv.put(kv.db(b"meta"), codec.META_FORMAT, codec.encode_count(version))
+    from storage.changelog import bump_generation
+    bump_generation(lt, kv.db(b"meta"))     # not logged: a replica takes a full copy again (issue 41)

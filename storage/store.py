@@ -89,6 +89,7 @@ import lmdb
 
 from storage import codec
 from storage.blocking import notify
+from storage.codec.changes import META_CHANGELOG
 from storage.files import (  # noqa: F401 (re-exported: storage.store's names before storage.files)
     MAX_READERS,
     STORE_LOCK,
@@ -376,6 +377,7 @@ class Store:
                 continue
             except lmdb.Error as e:
                 raise StoreFailure(self._failure(e, write, savepoints))
+            lt = _logging(self, lt) if write else lt     # the change log (issue 41): one get
             tx = Txn(self, lt, write, savepoints)
             try:
                 result = fn(tx)
@@ -550,6 +552,7 @@ class _TxnContext:
         while True:
             try:
                 self.lt = self.store.env.begin(write=self.write)
+                self.lt = _logging(self.store, self.lt) if self.write else self.lt
                 break
             except lmdb.MapResizedError:       # another process grew the map
                 self.store._set_mapsize(0)
@@ -568,6 +571,17 @@ class _TxnContext:
         else:
             self.lt.abort()
         return False
+
+
+def _logging(store: Store, lt: "Any") -> "Any":
+    """Write transaction ``lt``, logged (storage.changelog.Logged) when the
+    store logs its changes for a replica: meta ``changelog`` read in
+    ``lt``, one get (all a store without replicas pays)."""
+    raw = lt.get(META_CHANGELOG, db=store.dbs[b"meta"])
+    if raw is None:
+        return lt
+    from storage.changelog import logged
+    return logged(store, lt, raw)
 
 
 def _come_back(self: Store, after_aside: bool) -> None:

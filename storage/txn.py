@@ -184,7 +184,7 @@ class Txn:
     def _savepoint(self, fn, *args):
         """``fn(parts, *args)`` in a child transaction: kept if it
         returns, rolled back (with the node cache) if it raises."""
-        child = self._store.env.begin(write=True, parent=self._lt)
+        child = _child(self._store.env, self._lt)
         try:
             p = self._parts(child)
             result = fn(p, *args)
@@ -525,6 +525,14 @@ class Txn:
         store cannot take it."""
         from storage.verbs.serialized import load_rdb_stream
         return self._write(load_rdb_stream, name, rdbtype, reader, replace, expire_at)
+
+
+def _child(env, lt):
+    """A nested write transaction of ``lt`` (a savepoint); a logged
+    transaction's (storage.changelog.Logged) logs into it."""
+    if type(lt) is lmdb.Transaction:
+        return env.begin(write=True, parent=lt)
+    return lt.child()
 
 
 def _add_each(tx, items):

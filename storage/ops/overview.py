@@ -156,11 +156,14 @@ class StreamView:
 class Snapshot:
     """What ``snapshot`` read: ``now`` (ms), the streams selected, in
     store order, the names given literally that do not exist, and the
-    store's facts (None when not asked)."""
+    store's facts (None when not asked); ``replication``: the store's
+    change log and its replicas (storage.ops.replicate.status), with the
+    store's facts, when the store logs (issue 41)."""
     now: int
     streams: List[StreamView]
     missing: List[bytes]
     store: Optional[Overview] = None
+    replication: Optional[dict] = None
 
 
 _GLOB_CHARS = frozenset(b"*?[\\")
@@ -213,7 +216,13 @@ def snapshot(store, args=(), groups=True, detail=True, consumers=True, dead_lett
 
     streams, missing = store.run(look)
     facts = store_overview(store) if store_facts and not missing else None
-    return Snapshot(now=now, streams=[s for s in streams if s is not None], missing=missing, store=facts)
+    repl = None
+    if facts is not None:
+        from storage.ops.replicate import status
+        repl = status(store)
+        repl = repl if repl["logging"] else None
+    return Snapshot(now=now, streams=[s for s in streams if s is not None], missing=missing, store=facts,
+                    replication=repl)
 
 
 def _stream(tx, name, now, with_groups, detail, with_consumers, with_dead, with_ttl=True):

@@ -5,11 +5,19 @@ Every part of the engine reads and writes through a ``KV``, never
 through py-lmdb directly, so the prefix and range walks are written once
 (``iter_prefix``, ``iter_range``, ``delete_prefix``, ``last_key``).
 Keys and values are bytes produced by storage.codec.
+
+The change log (storage.changelog).  When the store logs its changes,
+the transaction is a ``storage.changelog.Logged`` whose ``ops`` list
+takes every write made here, as the ops of storage.codec.changes, and
+a ``KV`` over it appends them (``ops`` None otherwise: one test per
+write).  Nothing else in the engine writes to the store, so the log is
+complete by construction.
 """
 from functools import partial
 from itertools import islice
 
 from storage.codec import prefix_end
+from storage.codec.changes import OP_BELOW, OP_DEL, OP_FIRST, OP_MULTI, OP_PUT
 
 
 class KV:
@@ -19,11 +27,12 @@ class KV:
     is written through another method (LMDB tracks the cursors of a
     write transaction)."""
 
-    __slots__ = ("lt", "dbs")
+    __slots__ = ("lt", "dbs", "ops")
 
     def __init__(self, lt, dbs):
         self.lt = lt
         self.dbs = dbs
+        self.ops = getattr(lt, "ops", None)    # the change log's ops of this (nested) transaction, if logging
 
     def db(self, name):
         return self.dbs[name]
@@ -43,10 +52,14 @@ class KV:
 
     def deleter(self, db):
         """``delete`` bound to ``db``, for hot loops."""
+        if self.ops is not None:
+            return partial(self.delete, db)
         return partial(self.lt.delete, db=db)
 
     def put(self, db, key, value):
         self.lt.put(key, value, db=db)
+        if self.ops is not None:
+            self.ops.append((OP_PUT, db, key, value))
 
     def put_last(self, db, key, value):
         """``put`` of a key that may be above every key in ``db``: then
@@ -55,21 +68,34 @@ class KV:
         made last is usually the one written)."""
         c = self.cursor(db)
         c.put(key, value, append=not c.last() or c.key() < key)
+        if self.ops is not None:
+            self.ops.append((OP_PUT, db, key, value))
 
     def putmulti_last(self, db, items):
         """``putmulti`` of ascending pairs, in append mode when the first
         is above every key in ``db`` (see ``put_last``)."""
         c = self.cursor(db)
+        if self.ops is not None and items:
+            items = list(items)
+            self.ops.append((OP_MULTI, db, items))
         return c.putmulti(items, append=bool(items) and (not c.last() or c.key() < items[0][0]))[1]
 
     def delete(self, db, key):
         """True if ``key`` was there."""
-        return self.lt.delete(key, db=db)
+        if self.lt.delete(key, db=db):
+            if self.ops is not None:
+                self.ops.append((OP_DEL, db, key))
+            return True
+        return False
 
     def putmulti(self, db, items, append=False):
         """Store many (key, value) pairs (sorted keys make it cheap);
         with ``append``, keys must be above every key in ``db``.
         Returns how many were added."""
+        if self.ops is not None:
+            items = list(items)
+            if items:
+                self.ops.append((OP_MULTI, db, items))
         return self.cursor(db).putmulti(items, append=append)[1]
 
     # -------------------------------------------------------------- walks
@@ -205,6 +231,8 @@ class KV:
             return 0
         for _ in range(count):
             c.delete()
+        if self.ops is not None:
+            self.ops.append((OP_FIRST, db, prefix, count))
         return count
 
     def delete_below(self, db, prefix, bound):
@@ -218,6 +246,8 @@ class KV:
         while True:
             k = c.key()
             if not k or k[:ln] != prefix or (bound is not None and k >= bound):
+                if n and self.ops is not None:
+                    self.ops.append((OP_BELOW, db, prefix, bound))
                 return n
             c.delete()
             n += 1

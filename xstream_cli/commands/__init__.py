@@ -188,7 +188,8 @@ def opens_for_writing(cmd, args):
 # used the porcelain's way -- fewer arguments than Redis's command takes,
 # or one of the porcelain's options -- is the porcelain; anything else is
 # Redis's command (script mode and xs serve always mean Redis's).
-TWINS = {"restore": (3, frozenset(("--replace", "--check", "-q", "--quiet", "-h", "--help", "--db", "--no-sync")))}
+TWINS = {"restore": (3, frozenset(("--replace", "--check", "-q", "--quiet", "-h", "--help", "--db", "--no-sync",
+                                   "--from", "--at", "--at-id", "--list")))}       # --from ...: issue 41
 
 
 def porcelain_use(args):

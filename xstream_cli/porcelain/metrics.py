@@ -117,6 +117,12 @@ _FAMILIES = [
     ("store_stale_readers", "gauge", "Reader slots left by processes that died."),
     ("store_streams", "gauge", "Streams in the store."),
     ("store_entries", "gauge", "Entries in the store."),
+    ("store_changelog_bytes", "gauge", "Bytes of change log the store keeps for its replicas (xs replicate)."),
+    ("store_replica_lag_commits", "gauge", "Commits the replica has not acknowledged yet."),
+    ("store_replica_lag_seconds", "gauge",
+     "Age in seconds of the oldest commit the replica has not acknowledged; 0 when none."),
+    ("store_replica_last_ack_timestamp_seconds", "gauge",
+     "When the replica last acknowledged what its segments hold (Unix time)."),
 ]
 
 
@@ -167,6 +173,15 @@ def families(snap, namespace="redis", consumers=True):
                        ("store_entries", o.entries)):
             if v is not None:
                 fam[sfx].add((db,), v)
+    r = getattr(snap, "replication", None)
+    if r is not None:                # xs replicate (issue 41)
+        fam["store_changelog_bytes"].add((db,), r["log_bytes"])
+        for rep in r["replicas"]:
+            rl = (db, ("replica", rep["id"]))
+            fam["store_replica_lag_commits"].add(rl, rep["lag_commits"])
+            if rep["lag_seconds"] is not None:
+                fam["store_replica_lag_seconds"].add(rl, rep["lag_seconds"])
+            fam["store_replica_last_ack_timestamp_seconds"].add(rl, rep["acked_at"] / 1000.0)
     return fam
 
 

@@ -207,11 +207,19 @@ def save(ctx, file, streams, fmt):
 
 @click.command("restore")
 @_quiet_option
-@click.argument("file", metavar="FILE")
+@click.argument("file", metavar="FILE", required=False)
 @click.option("--replace", is_flag=True, help="Replace streams that already exist in the store.")
 @click.option("--check", is_flag=True, help="Only verify FILE (structure and checksum); change nothing.")
+@click.option("--from", "from_dir", metavar="DIR",
+              help="Restore from a replica directory (xs replicate --to DIR) instead of a FILE.")
+@click.option("--at", "at", metavar="TIME",
+              help="With --from: the store as it was at TIME, an ISO 8601 time or a duration ago "
+                   "(2026-11-27T10:00:00Z, 90s, 1h): its last commit at or before TIME.")
+@click.option("--at-id", "at_id", metavar="N", type=click.IntRange(min=0),
+              help="With --from: the store as it was after commit number N (see --list).")
+@click.option("--list", "list_", is_flag=True, help="With --from: show the commits and times DIR can restore.")
 @click.pass_context
-def restore(ctx, file, replace, check):
+def restore(ctx, file, replace, check, from_dir, at, at_id, list_):
     """Restore a snapshot FILE ('-': stdin) into the store.
 
     The whole file is verified (magic, version, every record, checksum)
@@ -222,7 +230,18 @@ def restore(ctx, file, replace, check):
     FILE may also be an RDB file written by redis-server (SAVE, BGSAVE;
     RDB versions up to 12): its streams (of database 0) are loaded with
     their groups, pending entries and TTLs; keys of other types, of
-    other databases and already expired ones are skipped and counted."""
+    other databases and already expired ones are skipped and counted.
+
+    With --from DIR (a replica directory of xs replicate): the store as
+    it was at one commit -- the latest, or the last at or before --at
+    TIME, or --at-id N -- with its groups, consumers, pending entries
+    (delivery times and counts), IDMP history, TTLs and settings, in one
+    transaction.  Into a store without streams; with --replace, every
+    stream of the store is replaced (streams made since are removed)."""
+    if from_dir is not None or at is not None or at_id is not None or list_:
+        return _restore_from(ctx, file, from_dir, at, at_id, list_, replace, check)
+    if file is None:
+        raise click.UsageError("give a FILE (or --from DIR)")
     from storage.ops.snapshot import SnapshotError, verify
     from storage.ops.snapshot import restore as restore_
     tmp = None
@@ -256,6 +275,61 @@ def restore(ctx, file, replace, check):
         if tmp:
             os.unlink(tmp)
     _summary("verified" if check else "restored", st, extra)
+
+
+def _restore_from(ctx, file, from_dir, at, at_id, list_, replace, check):
+    """xs restore --from DIR [--at TIME | --at-id N | --list] (issue 41)."""
+    from storage.ops.replicate import ReplicaError, catalog, restore_at
+    if from_dir is None:
+        raise click.UsageError("--at, --at-id and --list go with --from DIR")
+    if file is not None or check:
+        raise click.UsageError("--from DIR restores from a replica: no FILE, no --check")
+    if at is not None and at_id is not None:
+        raise click.UsageError("--at and --at-id: give one")
+    if list_ and (at is not None or at_id is not None or replace):
+        raise click.UsageError("--list only shows what DIR holds")
+    try:
+        if list_:
+            return _list(catalog(from_dir))
+        at_ms = None
+        if at is not None:
+            from xstream_cli.porcelain.tail import since_ms
+            at_ms = since_ms(at)
+        store = _store(ctx, True)
+        st, seq, when = restore_at(store, from_dir, at_ms, at_id, replace)
+    except ReplicaError as e:
+        _fail("restore: %s" % e)
+    except OSError as e:
+        _fail("restore: %s: %s" % (from_dir, e.strerror or e))
+    except KeyboardInterrupt:
+        _interrupted("restore", "the store is as it was: a restore commits all at once, or not at all "
+                     "(run it again)")
+    _summary("restored", st, "; commit %d of %s (%s)" % (seq, from_dir, _time_text(when)))
+
+
+def _time_text(ms):
+    import datetime
+    return datetime.datetime.fromtimestamp(ms / 1000.0).astimezone().isoformat(timespec="milliseconds") \
+        if ms else "the beginning"
+
+
+def _list(gens):
+    if not gens:
+        click.echo("no generation yet")
+        return
+    prev = None
+    for g in gens:
+        gap = "" if prev is None or (g["follows"] and prev["last_seq"] == g["first_seq"]) else \
+            "   (a gap before it: commits %d..%d are not in the replica)" % (prev["last_seq"] + 1,
+                                                                            g["first_seq"] - 1) \
+            if g["first_seq"] > prev["last_seq"] + 1 else ""
+        click.echo("generation %d: commits %d..%d, %s .. %s%s" % (
+            g["generation"], g["first_seq"], g["last_seq"], _time_text(g["first_time"]),
+            _time_text(g["last_time"]), gap))
+        prev = g
+    click.echo("restorable: commits %d..%d (--at-id), %s .. %s (--at)" % (
+        gens[0]["first_seq"], gens[-1]["last_seq"], _time_text(gens[0]["first_time"]),
+        _time_text(gens[-1]["last_time"])))
 
 
 @click.command("export")

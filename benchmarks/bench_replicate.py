@@ -1,0 +1,162 @@
+"""What the change log costs (issue 41), and how far behind a replica is.
+
+1. Bulk ingest through the engine (Txn.add_auto_many, the path of
+   xs import and script-mode runs of XADD), durable, the log off vs on
+   (a replica registered, none running: every record kept).
+2. XADD through the engine as xs serve runs it: a group commit of
+   --batch commands, each in its own savepoint, off vs on.
+3. The lag of xs replicate --to DIR under a steady --rate entries/s
+   (commits of --batch entries): lag in seconds and commits, sampled.
+
+    python benchmarks/bench_replicate.py [--entries N] [--rate R] [--seconds S]
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from storage import changelog  # noqa: E402
+from storage.ops.replicate import status  # noqa: E402
+from storage.options import AddOptions  # noqa: E402
+from storage.store import Store  # noqa: E402
+
+
+def ingest(path, n, batch, on):
+    s = Store(path)
+    if on:
+        changelog.enable(s, "bench")
+    item = b"user\nu123\naction\nclick\npage\n/home\nts\n1700000000"
+    t0 = time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(batch, n - done)
+        s.run(lambda tx: tx.add_auto_many([(b"s", item)] * k), write=True)
+        done += k
+    dt = time.perf_counter() - t0
+    s.close()
+    return n / dt
+
+
+def served(path, n, batch, on):
+    s = Store(path)
+    if on:
+        changelog.enable(s, "bench")
+    opts = AddOptions()
+    fields = [b"user", b"u123", b"action", b"click"]
+    t0 = time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(batch, n - done)
+
+        def job(tx):
+            for _ in range(k):
+                tx.add(b"s", fields, opts)
+        s.run(job, write=True, savepoints=True)
+        done += k
+    dt = time.perf_counter() - t0
+    s.close()
+    return n / dt
+
+
+def best(fn, tmp, repeat, *args):
+    out = {}
+    for r in range(repeat):
+        for on in (False, True):
+            d = tempfile.mkdtemp(dir=tmp)
+            rate = fn(os.path.join(d, "db"), *args, on)
+            out[on] = max(out.get(on, 0), rate)
+            shutil.rmtree(d)
+    return out[False], out[True]
+
+
+def lag(tmp, rate, batch, seconds):
+    db, rep = os.path.join(tmp, "lagdb"), os.path.join(tmp, "rep")
+    Store(db).close()
+    p = subprocess.Popen([sys.executable, "-m", "xstream_cli", "--db", db, "replicate", "--to", rep, "-q"],
+                         cwd=ROOT)
+    s = Store(db)
+    try:
+        end = time.monotonic() + 30
+        while not (changelog.state(s) and changelog.replicas(s)):
+            if time.monotonic() > end:
+                raise SystemExit("the replicator did not start")
+            time.sleep(0.05)
+        time.sleep(0.5)
+        stop = threading.Event()
+        item = b"user\nu123\naction\nclick"
+        sent = [0]
+
+        def produce():
+            t0 = time.monotonic()
+            while not stop.is_set():
+                due = t0 + sent[0] / rate
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                s.run(lambda tx: tx.add_auto_many([(b"s", item)] * batch), write=True)
+                sent[0] += batch
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
+        secs, commits = [], []
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            time.sleep(0.1)
+            d = status(s, rep)["dir"]
+            if d.get("lag_seconds") is not None:
+                secs.append(d["lag_seconds"])
+                commits.append(d["lag_commits"])
+        stop.set()
+        t.join()
+        achieved = sent[0] / seconds
+    finally:
+        s.close()
+        p.send_signal(signal.SIGTERM)
+        p.wait()
+    return achieved, secs, commits
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--batch", type=int, default=10_000, help="entries per ingest transaction")
+    ap.add_argument("--serve-batch", type=int, default=50, help="XADDs per group commit")
+    ap.add_argument("--serve-entries", type=int, default=20_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--lag-batch", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=10)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="bench-replicate-")
+    try:
+        off, on = best(ingest, tmp, a.repeat, a.entries, a.batch)
+        print("bulk ingest, %d entries, %d a transaction (durable):" % (a.entries, a.batch))
+        print("  log off %10.0f entries/s" % off)
+        print("  log on  %10.0f entries/s   on/off %.3f" % (on, on / off))
+        off, on = best(served, tmp, a.repeat, a.serve_entries, a.serve_batch)
+        print("XADD as xs serve runs it, %d per group commit, a savepoint each (durable):" % a.serve_batch)
+        print("  log off %10.0f XADD/s" % off)
+        print("  log on  %10.0f XADD/s   on/off %.3f" % (on, on / off))
+        achieved, secs, commits = lag(tmp, a.rate, a.lag_batch, a.seconds)
+        print("replication lag of xs replicate --to DIR at %.0f entries/s (%d a commit), %d samples:"
+              % (achieved, a.lag_batch, len(secs)))
+        print("  seconds  p50 %.3f  p99 %.3f  max %.3f" % (pct(secs, 0.5), pct(secs, 0.99), max(secs or [0])))
+        print("  commits  p50 %d  p99 %d  max %d" % (pct(commits, 0.5), pct(commits, 0.99), max(commits or [0])))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The change log (storage.changelog, issue 41): off, a store pays one
+get and makes nothing; on, every write transaction records what it
+changed, savepoints included, and replaying the records on a copy taken
+before them gives the store byte for byte."""
+import os
+import random
+
+import lmdb
+import pytest
+
+from storage import changelog, codec
+from storage.codec import changes
+from storage.errors import RedisError
+from storage.options import AddOptions, GroupOptions
+from storage.parts.kv import KV
+from storage.store import Store
+from tests._helpers import cmd
+
+
+def _all(env, dbs):
+    """Every database's pairs, the log's own bookkeeping left out."""
+    out = {}
+    with env.begin() as t:
+        for name in codec.DATABASES:
+            out[name] = [(k, v) for k, v in t.cursor(db=dbs[name])
+                         if not (name == b"meta" and k.startswith(changes.META_CHANGELOG))]
+    return out
+
+
+def _base(store, path):
+    with open(path, "wb") as f:
+        store.env.copyfd(f.fileno(), compact=True)
+
+
+def _replay(base, store, tmp_path, after=0):
+    """The copy ``base`` with the store's records after ``after`` replayed."""
+    d = tmp_path / "replayed"
+    d.mkdir()
+    os.replace(base, d / "data.mdb")
+    env = lmdb.open(str(d), max_dbs=20)
+    dbs = {n: env.open_db(n) for n in codec.DATABASES}
+    _, recs = changelog.records(store, after, 1 << 40)
+    with env.begin(write=True) as t:
+        kv = KV(t, dbs)
+        for _, _, rec in recs:
+            changelog.apply(kv, changes.decode_record(rec)[1])
+    return env, dbs, recs
+
+
+def test_a_store_without_replicas_logs_nothing_and_makes_no_database(store):
+    cmd(store, "XADD", "s", "*", "f", "v")
+    cmd(store, "XGROUP", "CREATE", "s", "g", "0")
+    cmd(store, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    seen = []
+    store.run(lambda tx: seen.append(type(tx._lt)), write=True)
+    assert seen == [lmdb.Transaction]
+    with store.env.begin() as t:
+        assert t.get(changes.META_CHANGELOG, db=store.dbs[b"meta"]) is None
+    with pytest.raises(lmdb.NotFoundError):
+        store.env.open_db(changes.CHANGELOG_DB, create=False)
+    assert changelog.state(store) is None
+
+
+def _random_work(store, rng, n):
+    """A mix of every kind of write, single commands and batches with
+    savepoints in which some commands fail."""
+    for i in range(n):
+        k = rng.randrange(12)
+        s = "s%d" % rng.randrange(3)
+        if k < 4:
+            cmd(store, "XADD", s, "MAXLEN", "~", "20", "*", "f", str(i), "g", "x" * rng.randrange(30))
+        elif k == 4:
+            cmd(store, "XGROUP", "CREATE", s, "g", "0", "MKSTREAM")
+        elif k == 5:
+            cmd(store, "XREADGROUP", "GROUP", "g", "c%d" % rng.randrange(3), "COUNT", "3", "STREAMS", s, ">")
+        elif k == 6:
+            cmd(store, "XAUTOCLAIM", s, "g", "c9", "0", "0", "COUNT", "2")
+        elif k == 7:
+            cmd(store, "XTRIM", s, "MAXLEN", str(rng.randrange(10)))
+        elif k == 8:
+            cmd(store, "XADD", s, "IDMP", "p", "i%d" % rng.randrange(4), "*", "a", "b")
+        elif k == 9:
+            cmd(store, "PEXPIRE", s, "100000")
+        elif k == 10:
+            with store.write() as tx:          # savepoints: a failing verb is rolled back alone
+                tx.add(s.encode(), [b"a", b"1"], AddOptions())
+                with pytest.raises(RedisError):
+                    tx.add(s.encode(), [b"a", b"2"], AddOptions(id=(1, 1)))
+                tx.add_auto_many([(s.encode(), b"x\n1"), (s.encode(), b"y\n2")])
+        else:
+            cmd(store, "XDEL", s, "0-1")
+            cmd(store, "XACK", s, "g", "0-1")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replaying_the_log_on_the_base_gives_the_store_byte_for_byte(store, tmp_path, seed):
+    rng = random.Random(seed)
+    _random_work(store, rng, 20)
+    changelog.enable(store, "r")
+    base = str(tmp_path / "base.mdb")
+    _base(store, base)
+    _random_work(store, rng, 150)
+    cmd(store, "CONFIG", "SET", "stream-node-max-entries", "7")
+    cmd(store, "RENAME", "s0", "t0")
+    cmd(store, "DEL", "s1")
+    env, dbs, recs = _replay(base, store, tmp_path)
+    assert recs and [r[0] for r in recs] == list(range(1, len(recs) + 1))
+    assert _all(env, dbs) == _all(store.env, store.dbs)
+    env.close()
+
+
+def test_a_failed_command_logs_nothing(store):
+    changelog.enable(store, "r")
+    cmd(store, "XADD", "s", "5-0", "f", "v")
+    before = changelog.state(store)["seq"]
+    assert "error" in cmd(store, "XADD", "s", "1-0", "f", "v")
+    cmd(store, "XLEN", "s")                       # a write transaction that wrote nothing
+    assert changelog.state(store)["seq"] == before
+
+
+def test_a_savepoint_rolled_back_takes_its_changes_out_of_the_record(store):
+    changelog.enable(store, "r")
+    with store.write() as tx:
+        tx.add(b"s", [b"a", b"1"], AddOptions())
+        with pytest.raises(RedisError):
+            tx.create_group(b"nope", b"g", GroupOptions(start=(0, 0)))
+    _, recs = changelog.records(store, 0)
+    assert len(recs) == 1
+    ops = changes.decode_record(recs[0][2])[1]
+    assert all(op[1] != b"groups" for op in ops)
+
+
+def test_ack_trims_behind_the_slowest_replica_and_the_bound_drops_the_oldest(store):
+    changelog.enable(store, "a")
+    changelog.enable(store, "b")
+    for i in range(10):
+        cmd(store, "XADD", "s", "*", "f", str(i))
+    changelog.ack(store, "a", 8)
+    changelog.ack(store, "b", 3)
+    assert [r[0] for r in changelog.records(store, 0)[1]] == [4, 5, 6, 7, 8, 9, 10]
+    changelog.ack(store, "b", 9)
+    assert [r[0] for r in changelog.records(store, 0)[1]] == [9, 10]
+    changelog.enable(store, "a", bound=1)         # a tiny backlog: only the newest record stays
+    cmd(store, "XADD", "s", "*", "f", "x")
+    st, recs = changelog.records(store, 0)
+    assert [r[0] for r in recs] == [11] and st["first"] == 11
+
+
+def test_disabling_the_last_replica_stops_the_log(store):
+    changelog.enable(store, "a")
+    cmd(store, "XADD", "s", "*", "f", "v")
+    assert changelog.disable(store, "a")
+    cmd(store, "XADD", "s", "*", "f", "v")
+    assert changelog.state(store) is None
+    with store.env.begin() as t:
+        assert t.stat(store.env.open_db(changes.CHANGELOG_DB, txn=t, create=False))["entries"] == 0
+
+
+def test_a_process_that_opened_the_store_before_logging_began_logs_too(tmp_path):
+    path = str(tmp_path / "db")
+    early = Store(path)
+    cmd(early, "XADD", "s", "*", "f", "v")
+    changelog.enable(early, "r")        # as another process would: early's handles know nothing of it
+    early.dbs.pop(changes.CHANGELOG_DB, None)
+    cmd(early, "XADD", "s", "*", "f", "w")
+    assert [r[0] for r in changelog.records(early, 0)[1]] == [1]
+    early.close()
