@@ -162,7 +162,17 @@ def state(store):
 
 def _write(store, fn):
     """``fn(lt)`` in a write transaction of ``store`` that is not logged
-    (the log's own bookkeeping), committed; map growth handled."""
+    (the log's own bookkeeping), committed; map growth handled.  Under
+    xs's write lock, as every write (storage.store.hold_write)."""
+    from storage.files import hold_write, release_write
+    hold_write(store)
+    try:
+        return _write_held(store, fn)
+    finally:
+        release_write(store)
+
+
+def _write_held(store, fn):
     while True:
         lt = store.env.begin(write=True)
         try:

@@ -7,6 +7,7 @@ storage.ops.compact; imports nothing of the engine but posixlock, so it
 sits below all of them.  What the rules are and why: storage.store's
 docstring ("Private files", "The store lock").
 """
+import _thread
 import errno
 import fcntl
 import os
@@ -239,6 +240,70 @@ def wait_aside_over(lock_fd):
     except OSError:
         return
     fcntl.lockf(lock_fd, fcntl.LOCK_UN, 1, ASIDE_BYTE)
+
+
+# xs's own write lock (issue 42): every write transaction of an xs
+# process holds an exclusive POSIX lock on byte 3 of <store>/lock, taken
+# before LMDB's write lock and given back after the commit.  LMDB's lock
+# cannot be tried without waiting; this one can, so xs serve runs a batch
+# in its event loop's thread when no other process writes, and hands it to
+# its engine thread (which waits) when one does.  It is advisory: LMDB's
+# lock still serialises writers (a process whose threads write at once can
+# drop it early, POSIX locks belonging to the process, which only makes a
+# try answer "free" too soon).
+WRITE_BYTE = 3
+
+
+def take_write_lock(lock_fd, wait=True):
+    """Hold the write lock (waiting for it with ``wait``): False if another
+    process holds it and ``wait`` is false."""
+    try:
+        fcntl.lockf(lock_fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB), 1, WRITE_BYTE)
+    except OSError as e:
+        if not wait and e.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        return True     # it cannot be had (a descriptor open read-only; EDEADLK): LMDB's lock still serialises
+    return True
+
+
+def drop_write_lock(lock_fd):
+    try:
+        fcntl.lockf(lock_fd, fcntl.LOCK_UN, 1, WRITE_BYTE)
+    except OSError:
+        pass
+
+
+def hold_write(store, wait=True):
+    """Hold xs's write lock on ``store`` (a storage.store.Store: its
+    ``_writing`` and ``lock_fd``; ``take_write_lock``)
+    for this thread: the process's other threads wait (a gate), other
+    processes wait on the lock file's byte.  Re-entrant: a thread that
+    holds it takes it again at once.  Without ``wait``, False (nothing
+    held) if another thread or process holds it."""
+    w = store._writing
+    me = _thread.get_ident()
+    if w[1] == me:
+        w[2] += 1
+        return True
+    if not w[0].acquire(wait):
+        return False
+    fd = store.lock_fd
+    if fd is not None and not take_write_lock(fd, wait):
+        w[0].release()
+        return False
+    w[1], w[2] = me, 1
+    return True
+
+
+def release_write(store):
+    """Give back what ``hold_write`` took."""
+    w = store._writing
+    w[2] -= 1
+    if w[2] == 0:
+        w[1] = None
+        if store.lock_fd is not None:
+            drop_write_lock(store.lock_fd)
+        w[0].release()
 
 
 def _read_only(dir_fd):

@@ -110,8 +110,10 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
     aside_requested,
     check_entry,
     check_notify_dir,
+    hold_write,
     make_private_file,
     open_private_dir,
+    release_write,
     take_store_lock,
 )
 from storage.txn import Retry, StoreFailure, Txn
@@ -186,6 +188,7 @@ class Store:
         self._readers_checked = 0.0
         self.created = False      # this open made the store (there was no data.mdb)
         self.pid = os.getpid()    # the process whose environment this is (see "After fork()")
+        self._writing: list = [_thread.allocate_lock(), None, 0]   # the write lock: gate, owner thread, depth
         self.env = self._open_env(create and not readonly)
         self.dbs: Dict[bytes, Any] = {}       # name -> LMDB database handle (codec.DATABASES)
         while True:
@@ -306,6 +309,13 @@ class Store:
             for name in codec.DATABASES:
                 self.dbs[name] = self.env.open_db(name, create=False)
             return
+        hold_write(self)           # xs's write lock before LMDB's, as every writer (an upgrade may be long)
+        try:
+            self._open_dbs_writable()
+        finally:
+            release_write(self)
+
+    def _open_dbs_writable(self):
         with self.env.begin(write=True) as t:
             for name in codec.DATABASES:
                 self.dbs[name] = self.env.open_db(name, txn=t)
@@ -362,13 +372,23 @@ class Store:
         """Run ``fn(txn)`` in one transaction and return its result;
         commit if ``write`` and ``fn`` returned, abort otherwise.  With
         ``savepoints`` every write verb is atomic on its own (script
-        mode).  Run again from scratch if the map must grow."""
+        mode).  Run again from scratch if the map must grow.  A write
+        holds xs's write lock throughout (``hold_write``)."""
         if self.pid != os.getpid():
             self._reopen_after_fork()
-        if write and self.readonly:
+        if not write:
+            return self._run(fn, False, savepoints)
+        if self.readonly:
             raise StoreFailure(self._read_only_failure())
-        if write and time.monotonic() - self._readers_checked >= READER_CHECK_S:
+        if time.monotonic() - self._readers_checked >= READER_CHECK_S:
             self.check_readers()
+        hold_write(self)
+        try:
+            return self._run(fn, True, savepoints)
+        finally:
+            release_write(self)
+
+    def _run(self, fn: "Callable[[Txn], T]", write: bool, savepoints: bool) -> "T":
         while True:
             try:
                 lt = self.env.begin(write=write)
@@ -462,6 +482,7 @@ class Store:
         _INHERITED.append(self.env)
         self._close_dir()         # our copies; the parent's descriptors (and its flock) stay
         self.pid = os.getpid()
+        self._writing = [_thread.allocate_lock(), None, 0]   # the parent's threads are not here
         self.dbs = {}
         self.env = self._open_env(False)
         self._open_dbs()
@@ -549,27 +570,38 @@ class _TxnContext:
             self.store._reopen_after_fork()
         if self.write and self.store.readonly:
             raise StoreFailure(self.store._read_only_failure())
-        while True:
-            try:
-                self.lt = self.store.env.begin(write=self.write)
-                self.lt = _logging(self.store, self.lt) if self.write else self.lt
-                break
-            except lmdb.MapResizedError:       # another process grew the map
-                self.store._set_mapsize(0)
+        if self.write:
+            hold_write(self.store)
+        try:
+            while True:
+                try:
+                    self.lt = self.store.env.begin(write=self.write)
+                    self.lt = _logging(self.store, self.lt) if self.write else self.lt
+                    break
+                except lmdb.MapResizedError:       # another process grew the map
+                    self.store._set_mapsize(0)
+        except BaseException:
+            if self.write:
+                release_write(self.store)
+            raise
         self.tx = Txn(self.store, self.lt, self.write, savepoints=self.write)
         return self.tx
 
     def __exit__(self, et: object, ev: object, tb: object) -> "Literal[False]":
-        if et is None and self.write:
-            self.tx.check_committable()
-            try:
-                self.lt.commit()
-            except lmdb.Error as e:
-                raise StoreFailure(self.store._failure(e, True, None))
-            if self.tx.changed:
-                notify(self.store, self.tx.changed)
-        else:
-            self.lt.abort()
+        try:
+            if et is None and self.write:
+                self.tx.check_committable()
+                try:
+                    self.lt.commit()
+                except lmdb.Error as e:
+                    raise StoreFailure(self.store._failure(e, True, None))
+                if self.tx.changed:
+                    notify(self.store, self.tx.changed)
+            else:
+                self.lt.abort()
+        finally:
+            if self.write:
+                release_write(self.store)
         return False
 
 

@@ -673,10 +673,9 @@ HOLD_WRITE_LOCK = """
 import sys, time
 from storage import Store
 s = Store(sys.argv[1])
-t = s.env.begin(write=True)       # what an xs process does during a long write
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-t.abort()
+with s.write():                   # what an xs process does during a long write (xs's lock, then LMDB's)
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
 """
 
 

@@ -189,9 +189,10 @@ def test_a_whole_read_of_a_long_stream_neither_stalls_other_clients_nor_holds_it
             # 0.6-1.9 s stalls before)
             assert p99 < 0.25, (cmd[0], p99, got[-5:])
         assert r.xpending("s", "g")["pending"] == N
-        # XRANGE and XREADGROUP: the encoded reply and its pages, not the
-        # entries' objects (9x the reply before; XINFO FULL, built whole, still is)
-        assert grown < 4 * sizes["XRANGE"], (grown, sizes)
+        # XRANGE and XREADGROUP (and its 200,000 PEL rows): the encoded
+        # replies and their pages, not the entries' objects (XRANGE alone
+        # grew 9x its reply before; XINFO FULL, built whole, still does)
+        assert grown < 6 * sizes["XRANGE"], (grown, sizes)
     finally:
         if pinger is not None:
             pinger.kill()

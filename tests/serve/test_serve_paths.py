@@ -142,8 +142,26 @@ def test_pipelined_reads_and_acks_share_one_savepoint(tmp_path):
     assert got.count(b":1\r\n") == 10 and b"10-1" in got
 
 
+def test_the_jobs_of_one_loop_iteration_run_in_the_loop_as_one_commit_when_the_write_lock_is_free(tmp_path):
+    async def script(srv, sock):
+        handed = []
+        real = srv.engine.submit
+        srv.engine.submit = lambda x: handed.append(x) or real(x)
+        done = []
+        jobs = [Job([item_for([b"XADD", b"s", b"*", b"f", b"%d" % i])], done.append, owner=i) for i in range(3)]
+        for j in jobs:
+            srv._submit(j)                # three clients' requests read in one wake-up
+        assert done == []
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert len(done) == 3 and handed == []     # answered in the loop's thread: no hand-off
+        return srv.engine.commits
+    assert _in_process(tmp_path, script) == 1
+
+
 def test_the_jobs_of_one_loop_iteration_cross_to_the_engine_and_back_together(tmp_path):
     async def script(srv, sock):
+        srv.run_here = False              # as when another process holds the write lock
         handed, delivered = [], []
         real = srv.engine.submit
         srv.engine.submit = lambda x: handed.append(x) or real(x)

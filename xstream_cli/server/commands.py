@@ -569,18 +569,17 @@ async def _exec(srv, c, argv):
         return _err("EXECABORT Transaction discarded because of previous errors.")
     items = []
     for a in queued:
-        local = LOCAL.get(a[0].upper())
-        if local is None:
-            items.append(item_for(a))
+        if type(a) is Item:              # an engine command, parsed when queued (Server._queue)
+            items.append(a)
             continue
-        r = local[0](srv, c, a)
+        r = LOCAL[a[0].upper()][0](srv, c, a)
         if asyncio.iscoroutine(r):
             r.close()
             r = _err("ERR command not allowed inside a transaction")
-        items.append(r if isinstance(r, Item) else Item(reply=r))
-    for a, it in zip(queued, items):
+        it = r if isinstance(r, Item) else Item(reply=r)
         if it.cmd is None and it.name is None:
             it.name = a[0].decode("latin-1").lower()
+        items.append(it)
     replies, _ = await srv._run(items, exec_=True, watched=watched, proto=c.proto)
     if replies is None:
         return Raw(encode(NULL_ARRAY, c.proto))

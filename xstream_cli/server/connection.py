@@ -27,7 +27,6 @@ import time
 
 from storage import errors
 from storage.errors import DENIED, NOAUTH, RedisError
-from xstream_cli.commands import lookup
 from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS
 from xstream_cli.server.config import loopback
@@ -143,6 +142,7 @@ class Server:
         self.auth_failed = 0         # wrong passwords since the last log line about them
         self.auth_log_at = 0.0       # when that line may be written again
         self._outbox = []            # jobs for the engine from this loop iteration (_submit)
+        self.run_here = os.environ.get("XS_SERVE_ENGINE_ONLY") != "1"   # _hand_over (1: always the engine thread)
         self.handshakes = {}         # TLS connections accepted, handshake under way: socket -> [task, started]
         self.tls = None              # the TLS port's ssl.SSLContext
 
@@ -688,10 +688,32 @@ class Server:
             self.loop.call_soon(self._hand_over)
 
     def _hand_over(self):
+        """The jobs of this loop iteration, as one group commit: run here,
+        in the loop's thread, and answered at once when the engine thread
+        has nothing queued and nobody holds the store's write lock (no
+        thread hand-off: redis-server's way, its fsync in its loop too);
+        else handed to the engine thread, which waits for the lock while
+        the loop goes on reading, parsing and serving reads.  Big reads
+        (Item.heavy) go to the readers' thread (Engine.read_heavy), or
+        with a write (XREADGROUP) to the engine."""
         box = self._outbox
-        if box:
-            self._outbox = []
-            self.engine.submit(box if len(box) > 1 else box[0])
+        if not box:
+            return
+        self._outbox = []
+        eng = self.engine
+        if any(it.heavy for j in box for it in j.items):
+            reads = [j for j in box if not j.write and any(it.heavy for it in j.items)]
+            for j in reads:
+                eng.read_heavy(j)
+            box = [j for j in box if j not in reads]
+            if not box:
+                return
+        elif self.run_here and eng.jobs.empty():
+            res = eng.execute(box, engine=False, nowait=True)
+            if res is not None:
+                answer([(j.done, r) for j, r in zip(box, res)])
+                return
+        eng.submit(box if len(box) > 1 else box[0])
 
     def _deliver(self, done):
         """(engine thread) Answer a batch's jobs in one loop wake-up."""
@@ -709,7 +731,10 @@ class Server:
 
     def _queue(self, c, argv):
         """A command inside MULTI: QUEUED, or the error that makes EXEC
-        abort (unknown command, wrong arity), as Redis checks at queueing."""
+        abort (unknown command, wrong arity), as Redis checks at queueing.
+        An engine command is queued parsed (its Item: a parse error is its
+        reply at EXEC, as Redis's commands fail when they run); a server
+        command as its arguments."""
         name = argv[0].upper()
         local = LOCAL.get(name)
         if local is not None:
@@ -719,11 +744,11 @@ class Server:
                 c.multi_error = True
                 return errors.wrong_arity(lname)
         else:
-            try:
-                lookup(argv)
-            except RedisError as e:
+            it = item_for(argv)          # parsed once, here: EXEC runs the Item
+            if it.rejected:
                 c.multi_error = True
-                return e
+                return it.reply
+            argv = it
         c.multi.append(argv)
         return Status("QUEUED")
 

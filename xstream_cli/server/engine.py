@@ -1,29 +1,43 @@
-"""The served store: one engine thread runs every command, with group
-commit; blocked reads wait in threads of their own.
+"""The served store: where each job runs, with group commit.
 
 Group commit.  Connections hand the engine ``Job``s (the commands one
-client sent together, in order; the jobs of one event-loop iteration
-cross in one hand-over).  The engine thread takes every job that is
-waiting, runs them all in ONE LMDB transaction and commits it (one
-fsync), then answers each job: every reply leaves only after the
-commit that made it durable, and the whole batch's answers cross back
-to the event loop in one wake-up.  While it commits, requests pile up
-and make the next batch; when that commit took long, the next batch
-waits a little for the clients it answered (``Engine._gather``), so
-that clients do not split into two halves taking turns.  The transaction has savepoints (storage.txn):
-each write verb is atomic on its own, so a command that fails changes
-nothing and does not affect the other commands of the batch (script
-mode's rule, xstream_cli.execution.session).  A batch of reads only is run in a
-read transaction (no fsync).
+client sent together, in order); the jobs of one event-loop iteration
+are run together in ONE LMDB transaction and committed (one fsync), then
+each job is answered: every reply leaves only after the commit that
+made it durable.  The transaction has savepoints (storage.txn): each
+write verb is atomic on its own, so a command that fails changes nothing
+and does not affect the other commands of the batch (script mode's rule,
+xstream_cli.execution.session).  A batch of reads only is run in a read
+transaction (no fsync).
 
-Why a thread of its own, not the event loop's: a write transaction
-waits for LMDB's write lock, which any ``xs`` process may hold for as
-long as it writes (an import, a compaction, a writer stopped with
-Ctrl-Z).  In the engine thread only the commands wait; the event loop
-goes on answering PING, INFO and CLIENT, accepting connections and
-handling SIGTERM.  (In the loop's thread the work costs about 15% less
-CPU, because py-lmdb releases the GIL around every put and the two
-threads trade it; that is the price.)
+Threads and locks.  A batch runs in one of four places
+(xstream_cli.server.connection.Server._hand_over decides):
+
+* the event loop's thread, when the engine thread has nothing queued and
+  xs's write lock is free (storage.store.hold_write, tried without
+  waiting): run, committed and answered at once, with no hand-off, as
+  redis-server does under ``appendfsync always`` (its fsync in its loop
+  too).  A lone read (``Server._read_now``) likewise;
+* the engine thread, when the lock is not free: another process writes
+  (an import, a compaction, a writer stopped with Ctrl-Z) and may hold
+  it for long.  There only the batch waits -- for the write lock first,
+  holding nothing else -- while the loop goes on reading, parsing,
+  answering PING and reads, and handling SIGTERM.  While it commits,
+  requests pile up and make its next batch; when that commit took long,
+  the next one waits a little for the clients it answered
+  (``Engine._gather``), so that clients do not split into two halves
+  taking turns;
+* the readers' thread (``Engine.read_heavy``), for a read that may pass
+  a page (Item.heavy: XRANGE of a whole stream, XINFO STREAM FULL ...;
+  xstream_cli.server.paged), which would hold the loop for as long as it
+  reads and must not wait behind a write waiting for the lock.  A big
+  XREADGROUP writes: the engine thread runs it;
+* a thread of the blocking pool, for a blocked read's wait (below).
+
+The locks, always taken in this order: xs's write lock (a write; its
+gate for this process's threads, then its byte of <store>/lock for other
+processes), then the ``StoreLock`` (every transaction of this process:
+LMDB may only resize its map when none is open), then LMDB's own.
 
 A MULTI ... EXEC is one job run with ``exec_``: its commands share the
 batch's transaction, so they are committed together or not at all; its
@@ -65,6 +79,7 @@ import time
 from storage import errors
 from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
+from storage.store import Store, hold_write, release_write
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup, plain_add
 from xstream_cli.execution.batch import FATAL, Batch
@@ -91,10 +106,30 @@ class StoreLock:
     def __init__(self, store):
         self._store = store
         self.lock = threading.RLock()
+        # xs's write lock (storage.store.hold_write) is taken before this
+        # lock, never under it: a thread waiting for another process's
+        # writer then holds nothing the loop's reads need.  (The in-process
+        # client's store made on first write takes it inside, as any Store.)
+        self._writes = isinstance(store, Store)
 
     def run(self, fn, write=False, savepoints=False):
-        with self.lock:
-            return self._store.run(fn, write=write, savepoints=savepoints)
+        if write:
+            self.hold_write()
+        try:
+            with self.lock:
+                return self._store.run(fn, write=write, savepoints=savepoints)
+        finally:
+            if write:
+                self.release_write()
+
+    def hold_write(self, wait=True):
+        """Hold xs's write lock on the store (storage.store.hold_write);
+        False without ``wait`` if another thread or process holds it."""
+        return hold_write(self._store, wait) if self._writes else True
+
+    def release_write(self):
+        if self._writes:
+            release_write(self._store)
 
     def step_aside(self):
         """Let go of the store while a compaction runs (storage.store.Store.
@@ -227,6 +262,7 @@ class Engine:
         self._waits = set()          # the _BlockCall's running
         self._waits_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
+        self._reads = None           # the readers' thread's queue (read_heavy), made on first use
         self.deliver = None          # fn([(done, result), ...]) called once per batch, or None
         self.last_commit = 0.0       # seconds the last batch took, if it wrote (_gather)
         self.last_owners = set()     # the clients it answered
@@ -301,11 +337,37 @@ class Engine:
             if x is not _ASIDE:
                 return x
 
+    def read_heavy(self, job):
+        """A job of reads only, one of them big (Item.heavy): run in the
+        readers' thread, so that it neither holds the event loop nor
+        waits in the engine's queue behind a write that waits for
+        another process's write lock."""
+        if self._reads is None:
+            self._reads = queue.SimpleQueue()
+            threading.Thread(target=self._read_loop, name="xs-reads", daemon=True).start()
+        self._reads.put(job)
+
+    def _read_loop(self):
+        while True:
+            job = self._reads.get()
+            if job is None:
+                return
+            done = [(job.done, self.execute([job], engine=False)[0])]
+            if self.deliver is not None:
+                try:
+                    self.deliver(done)
+                except Exception:
+                    log.exception("answering the clients failed")
+            else:
+                answer(done)
+
     def stop(self, timeout=None):
         """Finish the jobs queued, then end the engine thread; False if it
         is still running after ``timeout`` seconds (waiting for the
         store's write lock, which another process holds)."""
         self.jobs.put(None)
+        if self._reads is not None:
+            self._reads.put(None)
         self._thread.join(timeout)
         self._unwatch_aside()
         return not self._thread.is_alive()
@@ -392,13 +454,31 @@ class Engine:
         else:
             answer(done)
 
-    def execute(self, batch, engine=True):
+    def execute(self, batch, engine=True, nowait=False):
         """Run ``batch`` (Jobs) in one transaction, committed before this
         returns; each job's (replies, blocked).  In the engine thread, or
-        (``engine=False``) in a thread of the in-process client
-        (xstream_cli.client), which does not touch the engine's gathering.
-        The store's lock is held throughout, counters included."""
+        (``engine=False``) in another: the event loop's (Server._hand_over,
+        Server._read_now) or a thread of the in-process client
+        (xstream_cli.client), which do not touch the engine's gathering.
+        xs's write lock (a write) and the store's lock are held
+        throughout, counters included.  ``nowait``: None at once, nothing
+        run, if another thread or process holds either."""
         write = any(j.write for j in batch)
+        lock = self.store.lock
+        if write and not self.store.hold_write(not nowait):
+            return None
+        if not lock.acquire(not nowait):
+            if write:
+                self.store.release_write()
+            return None
+        try:
+            return self._execute(batch, write, engine)
+        finally:
+            lock.release()
+            if write:
+                self.store.release_write()
+
+    def _execute(self, batch, write, engine):
         t = time.monotonic()
         made = [0]
 
@@ -406,22 +486,21 @@ class Engine:
             out = _run_jobs(tx, batch)
             made[0] = tx.consumers_made
             return out
-        with self.store.lock:
-            try:
-                results = self.store.run(run, write=write, savepoints=write)
-                self.consumers_made += made[0]
-            except (StoreFailure, Aborted, Retry) as e:
-                log.error("transaction failed: %s", e)
-                err = RedisError("ERR %s" % (e,))
-                results = [([err if it.reply is None else it.reply for it in j.items], None) for j in batch]
-            except Exception as e:        # a bug: nothing was committed
-                log.exception("engine failure")
-                err = errors.internal(e)
-                results = [([err for _ in j.items], None) for j in batch]
-            if write:
-                self.commits += 1
-            for replies, blocked in results:
-                self.commands_processed += len(replies or ()) + (blocked is not None)
+        try:
+            results = self.store.run(run, write=write, savepoints=write)
+            self.consumers_made += made[0]
+        except (StoreFailure, Aborted, Retry) as e:
+            log.error("transaction failed: %s", e)
+            err = RedisError("ERR %s" % (e,))
+            results = [([err if it.reply is None else it.reply for it in j.items], None) for j in batch]
+        except Exception as e:        # a bug: nothing was committed
+            log.exception("engine failure")
+            err = errors.internal(e)
+            results = [([err for _ in j.items], None) for j in batch]
+        if write:
+            self.commits += 1
+        for replies, blocked in results:
+            self.commands_processed += len(replies or ()) + (blocked is not None)
         if not engine:
             pass
         elif write:
