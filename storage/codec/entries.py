@@ -1,6 +1,7 @@
 """Entry keys and values (format 4: shapes, compact entries), decoding runs
 of entries, and the node records of storage.parts.nodes."""
 import struct
+from itertools import repeat as _repeat
 from operator import itemgetter
 
 import msgpack
@@ -68,6 +69,15 @@ def entry_key(sid, i):
     if seq < SEQ_WIDE:
         return _KEY_SHORT.pack(sid, i[0], seq)
     return _KEY_WIDE.pack(sid, i[0], SEQ_WIDE, seq)
+
+
+def entry_keys(sid, ids):
+    """``entry_key`` of each of ``ids``: one C-level pass when every
+    sequence number is short (a bulk ingest's)."""
+    seqs = list(map(_second_item, ids))
+    if seqs and max(seqs) < SEQ_WIDE:
+        return list(map(_KEY_SHORT.pack, _repeat(sid), map(_first_byte, ids), seqs))
+    return [entry_key(sid, i) for i in ids]
 
 
 def id_from_entry_key(key):
@@ -154,6 +164,23 @@ class Shape:
     def encode_safe(self, values):
         """``encode`` of values known to hold no unsafe byte."""
         return self._enc % tuple(values)
+
+    def encode_columns(self, cols):
+        """``encode_safe`` of many entries at once, in one formatting
+        pass: ``cols[c][j]`` is the value of ``names[c]`` in entry j, no
+        value holding an unsafe byte (nor a newline, which the stored
+        values never hold either: it cuts them apart)."""
+        n = len(cols[0])
+        k = len(cols)
+        if k == 1:
+            flat = cols[0]
+        else:
+            flat = [None] * (k * n)
+            for c, col in enumerate(cols):
+                flat[c::k] = col
+        out = ((self._enc + b"\n") * n % tuple(flat)).split(b"\n")
+        out.pop()
+        return out
 
     def fields(self, value):
         vals = value[1:].translate(TO_NEWLINE).split(b"\n")

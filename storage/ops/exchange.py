@@ -77,6 +77,7 @@ import json
 import os
 import re
 import time
+from itertools import repeat
 
 from storage import codec
 from storage.errors import RedisError
@@ -485,6 +486,30 @@ _KV_SEPS1 = [b""] + [b"= " * (k - 1) + b"=" for k in range(1, _KV_ONE)]
 _KV_NOT_SEP1 = bytes(b for b in range(256) if b not in b"= ")
 
 
+_KV_NOT_SEP1_NL = bytes(b for b in range(256) if b not in b"= \n")
+_KV_LONG = b"= " * (_KV_ONE - 1)            # in a line of _KV_ONE words or more
+
+
+def _kv_block(block, joined):
+    """The text forms (fields joined by newlines) of a block of kv lines
+    whose words are separated by single spaces (``joined``: the lines
+    joined by newlines, checked for that and for no quote, NUL, VT or
+    FF by import_lines), when every line passes import_lines' per-line
+    test: no empty line, fewer than _KV_ONE words, each word holding
+    exactly one "=", not at its start -- checked for the whole block in
+    C-level passes over the "=", space and newline bytes, in which "="
+    and space must alternate on every line, beginning and ending with
+    "=".  None if a line does not pass (the lines are then taken one
+    by one)."""
+    if joined[:1] == b"=" or b"\n=" in joined or b" =" in joined:
+        return None
+    p = joined.translate(None, _KV_NOT_SEP1_NL)
+    if p[:1] != b"=" or p[-1:] != b"=" or b"==" in p or b"  " in p or b"\n " in p or b" \n" in p \
+            or b"\n\n" in p or _KV_LONG in p:
+        return None
+    return b"\0".join(block).replace(b" ", b"\n").replace(b"=", b"\n").split(b"\0")
+
+
 def _plain_kv(words):
     """Every word field=value with a field name."""
     for w in words:
@@ -543,6 +568,13 @@ def import_lines(store, lines, fmt="xs", stream=None, id_field=None, skip_existi
                 # words separated by single spaces only
                 simple = plain and not (b"\t" in joined or b"\r" in joined or b"  " in joined or b"\n " in joined
                                         or b" \n" in joined or joined[:1] == b" " or joined[-1:] == b" ")
+            if simple and len(items) + len(block) <= batch:
+                texts = _kv_block(block, joined)
+                if texts is not None:           # every line as the per-line test below takes it
+                    items += zip(repeat(stream), texts)
+                    n += len(block)
+                    run.line = n
+                    continue
             for line in block:
                 n += 1
                 if len(items) >= batch:

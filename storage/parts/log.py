@@ -31,7 +31,6 @@ for the transaction (one put per XADD; storage.txn drops the cache when
 a verb is rolled back).
 """
 import gc
-from contextlib import contextmanager
 from itertools import islice
 
 from storage import codec
@@ -42,18 +41,22 @@ from storage.parts.shapes import Shapes
 _ABSENT = object()
 
 
-@contextmanager
-def _no_cycle_collection():
-    """The bulk paths make an object or two per entry and keep them to
-    the end: the cyclic collector would walk them again and again, for
-    nothing (bytes, and lists and tuples of bytes, hold no cycle).  It
-    is paused while they run (10-25% of a 100,000-entry batch)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
+class no_cycle_collection:
+    """``with no_cycle_collection():`` the bulk paths make an object or
+    two per entry and keep them to the end: the cyclic collector would
+    walk them again and again, for nothing (bytes, and lists and tuples
+    of bytes, hold no cycle).  It is paused while they run (10-25% of a
+    100,000-entry batch).  (A class, not contextlib's decorator: the
+    one-shot path does not import contextlib.)"""
+
+    __slots__ = ("collecting",)
+
+    def __enter__(self):
+        self.collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        if self.collecting:
             gc.enable()
 
 
@@ -182,7 +185,7 @@ class EntryLog:
         if start is None:
             return
         m.nodes_from = None
-        self._append_nodes(m, self._rows_from(m, start))
+        self._append_nodes(m, _nodes.runs(self._rows_from(m, start)))
 
     def _rows_from(self, m, start):
         """(ID, fields) of the entries of ``m`` from ``start`` on (lazily)."""
@@ -190,13 +193,13 @@ class EntryLog:
         for k, v in self._kv.iter_prefix(self._db, codec.sid_prefix(m.sid), start=codec.entry_key(m.sid, start)):
             yield codec.id_from_entry_key(k), dec(v, shapes)
 
-    def _append_nodes(self, m, items):
-        """Node bookkeeping for entries ``(ID, fields)`` appended to ``m``,
-        in order: one put per node touched."""
+    def _append_nodes(self, m, runs):
+        """Node bookkeeping for entries appended to ``m``, in order, as
+        runs (storage.parts.nodes.runs): one put per node touched."""
         sid = m.sid
         t = self._tail(sid)
         tail, blob = t if t is not None else (None, None)
-        touched = _nodes.extend(tail, items, *self.node_limits())
+        touched = _nodes.extend_runs(tail, runs, *self.node_limits())
         if not touched:
             return
         for node in touched:
@@ -232,7 +235,7 @@ class EntryLog:
             return codec.Entries()
         n = m.length if not count or count > m.length else count
         p = codec.sid_prefix(m.sid)
-        with _no_cycle_collection():
+        with no_cycle_collection():
             if start == MIN_ID and end == MAX_ID:
                 # the whole stream: exactly m.length entries under the prefix
                 pairs = self._kv.pairs_from(self._db, p, p, n, rev)
@@ -313,7 +316,7 @@ class EntryLog:
             self.sync_nodes(m)
         self._kv.put_last(self._db, codec.entry_key(m.sid, i), self._shapes.encode(m.sid, i, fields))
         m.length += 1
-        self._append_nodes(m, ((i, fields),))
+        self._append_nodes(m, _nodes.runs(((i, fields),)))
 
     def append_many(self, m, items):
         """Store many ``(ID, fields)`` entries of stream ``m``, ascending
@@ -327,10 +330,11 @@ class EntryLog:
             return 0
         if m.nodes_from is not None:
             self.sync_nodes(m)          # entries of a migrated store first
-        with _no_cycle_collection():
-            n, rows = self._put(m, items)
+        with no_cycle_collection():
+            n, runs = self._put(m, items)
             m.length += n
-            self._append_nodes(m, rows)
+            self._append_nodes(m, runs)
+            del runs                    # before the collector is back: nothing left for it to walk
         return n
 
     def put_many(self, m, items):
@@ -340,10 +344,9 @@ class EntryLog:
         return self._put(m, items)[0]
 
     def _put(self, m, items):
-        """Store ``(ID, fields or joined fields)`` items; returns how many
-        and the ``(ID, fields)`` rows."""
-        pairs, rows = self._shapes.encode_many(m.sid, items)
-        return self._kv.putmulti_last(self._db, pairs), rows
+        """Store ``(ID, fields or joined)`` items: how many, their node runs."""
+        pairs, runs = self._shapes.encode_many(m.sid, items)
+        return self._kv.putmulti_last(self._db, pairs), runs
 
     def delete(self, m, i):
         """Remove entry ``i`` (XDEL: flagged deleted in its node, the node

@@ -36,6 +36,11 @@ The counts are stored as listpack integers whose size depends on their
 value, so ``body`` is the node's bytes without the two count elements
 and ``lp_bytes`` adds them for the current counts.
 """
+from itertools import accumulate, compress, islice, repeat
+from operator import add as _plus
+from operator import getitem
+from operator import gt as _gt
+
 from storage.codec.keys import listpack_int as as_int
 
 MAX_BYTES = 4096          # stream-node-max-bytes (Redis's default)
@@ -224,48 +229,210 @@ def build(entries, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
 def extend(tail, items, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
     """XADD of many ``(ID, fields)`` entries, in order, to a stream whose
     last node is ``tail`` (None: no node): the same nodes as ``add`` one
-    by one, with the arithmetic inlined and the sizes of repeated values
-    remembered (event data repeats its values), so that the bulk paths
-    can afford to keep the node table current.  Returns the nodes touched, in order: ``tail`` first if an entry went
+    by one, computed a run of entries with one field-name list at a time
+    (``Extender.run``), so that the bulk paths can afford to keep the
+    node table current.  ``items`` may be an iterator (read in chunks).
+    Returns the nodes touched, in order: ``tail`` first if an entry went
     to it, the last one the new tail."""
-    if max_bytes == 0 or max_bytes > LISTPACK_MAX_SIZE:
-        max_bytes = LISTPACK_MAX_SIZE
-    touched: list[Node] = []
-    node = tail
-    sizes: dict[bytes, int] = {}
-    size_of = sizes.get
-    names = list(node.names) if node is not None else None
-    for i, fields in items:
+    return extend_runs(tail, runs(items), max_bytes, max_entries)
+
+
+def extend_runs(tail, runs, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
+    """``extend`` of entries given as ``(ids, names, columns)`` runs (as
+    ``runs`` makes them, or storage.parts.shapes from joined text)."""
+    x = Extender(tail, max_bytes, max_entries)
+    for r in runs:
+        x.run(*r)
+    return x.touched
+
+
+def runs(items):
+    """``(ids, names, columns)`` of each run of consecutive ``(ID,
+    fields)`` items whose field names are the same list (``columns[c][j]``:
+    the value of ``names[c]`` in entry ``ids[j]``), as ``Extender.run``
+    takes them; an iterator is read ``_CHUNK`` items at a time."""
+    it = iter(items)
+    while True:
+        chunk = list(islice(it, _CHUNK))
+        if not chunk:
+            return
+        n = len(chunk)
+        start = 0
+        while start < n:
+            first = chunk[start][1]
+            names = first[0::2]
+            end = start + 1
+            while end < n and chunk[end][1][0::2] == names:
+                end += 1
+            run = chunk[start:end]
+            yield [i for i, _ in run], names, [[f[c] for _, f in run] for c in range(1, len(first), 2)]
+            start = end
+
+
+_CHUNK = 10000                # extend: entries read from an iterator at a time
+_SMALL = 16                   # columns shorter than this are sized value by value
+# int_size of a canonical integer of d (1..18) digits: _INT_SIZE2[2 * d]
+# if its digits are not above _INT_STEP[d], else _INT_SIZE2[2 * d + 1]
+# (int_len's steps 127, 4095, 32767, 8388607, 2147483647 fall at 3, 4, 5,
+# 7 and 10 digits; _INT_STEP of other lengths is no number's)
+_INT_STEP = tuple({3: b"127", 4: b"4095", 5: b"32767", 7: b"8388607", 10: b"2147483647"}.get(d, b"9" * d)
+                  for d in range(19))
+_INT_SIZE2 = tuple(int_size(int(_INT_STEP[d] or 0) + up) for d in range(19) for up in (0, 1))
+
+
+def _string_size(n):
+    """str_size of an ``n``-byte value that is not an integer."""
+    if n < 64:
+        return n + 2
+    enc = n + 2 if n < 4096 else n + 5
+    return enc + backlen_len(enc)
+
+
+def column_sizes(col):
+    """(``str_size`` of each value, ``len`` of each value) of a column
+    of byte strings, in a few C-level passes: the column is read twice
+    (joined, and each value's length) and the rest is scans of the
+    joined bytes.  A column without a value that begins with a digit or
+    '-' holds no integer; a column of canonical integers below 10**18
+    is sized by each value's length and one comparison (_INT_STEP);
+    other columns size the values that may be integers one by one."""
+    n = len(col)
+    if n < _SMALL:
+        return list(map(str_size, col)), list(map(len, col))
+    first = col[0]
+    if col[-1] == first and col[n >> 1] == first and col.count(first) == n:
+        return [str_size(first)] * n, [len(first)] * n    # one value throughout ("action click")
+    try:
+        if min(col) >= b":":          # every value begins after '9' (and '-'): no integer
+            lens = list(map(len, col))
+            return ([v + 2 for v in lens] if max(lens) < 64 else list(map(_string_size, lens))), lens
+        joined = b"\n" + b"\n".join(col)            # every value follows a newline
+    except TypeError:                 # not all bytes (a bytearray, a memoryview)
+        return list(map(str_size, col)), list(map(len, col))
+    lens = list(map(len, col))
+    longest = max(lens)
+    if joined.count(b"\n") != n:                     # a value holds a newline
+        return list(map(str_size, col)), lens
+    if not any(s in joined for s in _INT_STARTS):
+        return ([v + 2 for v in lens] if longest < 64 else list(map(_string_size, lens))), lens
+    if (longest <= 18 and min(lens) and not joined.translate(None, b"0123456789\n")
+            and joined.count(b"\n0") == col.count(b"0")):
+        # digits only, no leading zero (every value beginning with 0 is
+        # "0"): an integer whose size is its length's (_INT_SIZE2), one
+        # step up past _INT_STEP[length]
+        return list(map(getitem, repeat(_INT_SIZE2), map(_plus, map(_plus, lens, lens),
+                        map(_gt, col, map(getitem, repeat(_INT_STEP), lens))))), lens
+    sizes = [v + 2 for v in lens] if longest < 64 else list(map(_string_size, lens))
+    for j in compress(range(n), map(bytes.isdigit, col)):
+        sizes[j] = str_size(col[j])
+    if b"\n-" in joined:
+        for j in compress(range(n), map(bytes.startswith, col, repeat(b"-"))):
+            sizes[j] = str_size(col[j])
+    return sizes, lens
+
+
+_INT_STARTS = tuple(b"\n" + bytes((c,)) for c in b"0123456789-")    # a value that may be an integer
+
+
+class Extender:
+    """``extend``'s state: the last node, its counts and size in locals
+    while a run is added, and the nodes touched so far."""
+
+    __slots__ = ("node", "max_bytes", "max_entries", "touched")
+
+    def __init__(self, tail, max_bytes=MAX_BYTES, max_entries=MAX_ENTRIES):
+        if max_bytes == 0 or max_bytes > LISTPACK_MAX_SIZE:
+            max_bytes = LISTPACK_MAX_SIZE
+        self.node = tail
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self.touched: list[Node] = []
+
+    def run(self, ids, names, cols):
+        """Append entries ``ids[j]`` whose fields are ``names[c]``,
+        ``cols[c][j]`` (one column of values per name) -- the sizes of
+        ``entry_size``/``open_node``, column by column (``column_sizes``),
+        then one pass deciding where nodes begin (``Node.fits``); for
+        IDs of one millisecond with consecutive sequence numbers (a bulk
+        ingest), where each node opened here ends is found in C-level
+        passes (``_fill``)."""
+        n = len(ids)
+        if not n:
+            return
+        names = tuple(names)
+        k = len(names)
+        if k:
+            vs, tl = column_sizes(cols[0])
+            for col in cols[1:]:
+                a, b = column_sizes(col)
+                vs = list(map(_plus, vs, a))
+                tl = list(map(_plus, tl, b))
+        else:
+            vs = tl = [0] * n
+        names_len = sum(map(len, names))
+        names_size = sum(map(str_size, names))
+        lpc_same = 2 if k + 3 <= 127 else int_size(k + 3)
+        lpc_other = int_size(k) + names_size + (2 if 2 * k + 4 <= 127 else int_size(2 * k + 4))
+        open_body = _EMPTY_LISTPACK + int_size(k) + names_size + int_size(0)
+        max_bytes, max_entries, touched = self.max_bytes, self.max_entries, self.touched
+        limit = max_bytes - names_len        # lp + totelelen < max_bytes, totelelen = names_len + tl[j]
+        fast = (n >= _SMALL and 0 < max_entries <= 128 and ids[0][0] == ids[-1][0]
+                and ids[-1][1] - ids[0][1] == n - 1)
+        node = self.node
         if node is not None:
-            live, deleted = node.live, node.deleted
-            lp = (node.body + (2 if 0 <= live <= 127 else int_len(live) + 1)
-                  + (2 if 0 <= deleted <= 127 else int_len(deleted) + 1))
-            tot = sum(map(len, fields))
-            if lp + tot < max_bytes and not (max_entries and live + deleted >= max_entries):
-                master = node.master
-                d = i[0] - master[0]
-                size = 2 + (2 if 0 <= d <= 127 else int_size(delta(i[0], master[0])))
-                d = i[1] - master[1]
-                size += 2 if 0 <= d <= 127 else int_size(delta(i[1], master[1]))
-                same = fields[0::2] == names
-                k = 0
-                for v in (fields[1::2] if same else fields):
-                    s = size_of(v)
-                    if s is None:
-                        if len(sizes) > 65536:
-                            sizes.clear()
-                        s = sizes[v] = str_size(v)
-                    k += s
-                n = len(fields) >> 1
-                lp_count = n + 3 if same else 2 * n + 4
-                size += k + (0 if same else int_size(n)) + (2 if lp_count <= 127 else int_size(lp_count))
-                node.body += size
-                node.live = live + 1
-                node.last = i
-                if not touched:
-                    touched.append(node)
-                continue
-        node = open_node(i, fields)
-        names = list(node.names)
-        touched.append(node)
-    return touched
+            live, deleted, body, last = node.live, node.deleted, node.body, node.last
+            mms, mseq = node.master
+            extra = lpc_same if tuple(node.names) == names else lpc_other
+            fresh = not touched or touched[-1] is not node
+        for j in range(n):
+            i = ids[j]
+            if node is not None:
+                if (body + (2 if live <= 127 else int_len(live) + 1) + (2 if deleted <= 127 else int_len(deleted) + 1)
+                        + tl[j] < limit and not (max_entries and live + deleted >= max_entries)):
+                    ms, seq = i
+                    d = ms - mms
+                    e = seq - mseq
+                    body += ((2 if 0 <= d <= 127 else int_size(delta(ms, mms)))
+                             + (2 if 0 <= e <= 127 else int_size(delta(seq, mseq))) + 2 + vs[j] + extra)
+                    live += 1
+                    last = i
+                    if fresh:
+                        touched.append(node)
+                        fresh = False
+                    continue
+                node.live, node.deleted, node.body, node.last = live, deleted, body, last
+            if fast:
+                self.node = self._fill(ids, j, names, vs, tl, open_body + lpc_same, 6 + lpc_same, limit)
+                return
+            node = Node(i, 1, 0, 0, i, names)
+            touched.append(node)
+            mms, mseq = i
+            live, deleted, last, extra, fresh = 1, 0, i, lpc_same, False
+            body = open_body + 6 + vs[j] + lpc_same          # flags, ms and seq deltas 0: 2 bytes each
+        node.live, node.deleted, node.body, node.last = live, deleted, body, last
+        self.node = node
+
+    def _fill(self, ids, j, names, vs, tl, opening, step, limit):
+        """``run``'s nodes from entry ``j`` on, each opened here, when
+        the IDs are one millisecond's consecutive sequence numbers and a
+        node holds at most 128 entries: then every entry after a node's
+        first adds ``step + vs[i]`` bytes (flags, ms delta 0 and a seq
+        delta below 128: 2 bytes each; its lp-count) and the counts take
+        2 bytes each, so entry i joins the node opened at j0 while
+        ``P[i] + tl[i] < limit - body(j0) - 4 + P[j0 + 1]`` (``P``: the
+        sums of those sizes) and it is not the max_entries-th: one
+        C-level comparison per entry.  Returns the last node."""
+        cap, touched = self.max_entries, self.touched
+        n = len(ids)
+        sums = [0]
+        sums += accumulate(map(_plus, vs, repeat(step)))
+        need = list(map(_plus, sums, tl))
+        node = None
+        while j < n:
+            body = opening + 6 + vs[j]                # the node's listpack with entry j in it
+            window = list(map((limit - body - 4 + sums[j + 1]).__le__, need[j + 1:j + cap]))
+            end = j + 1 + (window.index(True) if True in window else len(window))
+            node = Node(ids[j], end - j, 0, body + sums[end] - sums[j + 1], ids[end - 1], names)
+            touched.append(node)
+            j = end
+        return node

@@ -7,9 +7,15 @@ Every verb checks what can fail before its first change, in Redis's
 order (see storage.options on deferred errors), and returns a value,
 never a rendered reply.
 """
+from itertools import repeat
+from operator import itemgetter
+
 from storage import codec, errors
 from storage.ids import MAX_ID, MIN_ID, U64, incr
 from storage.options import raise_deferred
+from storage.parts.log import no_cycle_collection
+
+_first, _second = itemgetter(0), itemgetter(1)
 
 # =================================================================== XADD
 
@@ -59,7 +65,20 @@ def add_auto_many(p, items):
     of them containing one).  Returns the new IDs as text, in order.
     Raises the exhausted-ID error if any item cannot be added, its
     ``item`` the index of the first refused (Txn.add_auto_many decides
-    what follows)."""
+    what follows).  The cyclic collector is paused throughout (see
+    storage.parts.log.no_cycle_collection): the IDs made here die with
+    the call."""
+    with no_cycle_collection():
+        return _add_auto_many(p, items)
+
+
+def _add_auto_many(p, items):
+    if len(items) > 1:
+        name = items[0][0]
+        if list(map(_first, items)).count(name) == len(items):
+            ids = _add_run(p, name, items)          # one stream: the usual bulk ingest
+            if ids is not None:
+                return ids
     out: list[bytes] = []
     app = out.append
     now = p.now
@@ -88,6 +107,28 @@ def add_auto_many(p, items):
         app(b"%d-%d" % (ms, seq))
     if m is not None:
         _finish_run(p, m, ms, seq, pairs)
+    return out
+
+
+def _add_run(p, name, items):
+    """``add_auto_many`` of items all to stream ``name``, whose IDs are
+    one millisecond's consecutive sequence numbers (the first one's
+    rules, then one more each: what the loop would give them): the IDs
+    and their text made in C-level passes.  None (nothing done) when
+    the sequence numbers would run out within the run."""
+    m = p.streams.get_or_create(name)
+    ms, seq = m.last_id
+    if p.now > ms:
+        ms, seq = p.now, 0
+    else:
+        seq += 1
+    n = len(items)
+    if seq + n - 1 > U64:
+        return None
+    ids = list(zip(repeat(ms, n), range(seq, seq + n)))
+    _finish_run(p, m, ms, seq + n - 1, list(zip(ids, map(_second, items))))
+    out = ((b"%d-%%d\n" % ms) * n % tuple(range(seq, seq + n))).split(b"\n")
+    out.pop()
     return out
 
 

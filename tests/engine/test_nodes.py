@@ -422,3 +422,75 @@ def test_extend_makes_the_same_nodes_as_adding_one_by_one():
         assert nodes.extend(copy.deepcopy(tail), items, mb, me) == want, trial
 
 
+
+
+def _int_texts(rng):
+    """Integer-like texts around every listpack size step, and near misses."""
+    steps = [0, 1, 99, 127, 128, 999, 4095, 4096, 9999, 32767, 32768, 99999, 8388607, 8388608,
+             2147483647, 2147483648, 10 ** 17, 10 ** 18 - 1, 10 ** 18, (1 << 63) - 1, 1 << 63, 10 ** 19, 10 ** 20]
+    v = rng.choice(steps) + rng.choice([-1, 0, 0, 1])
+    return b"%d" % max(v, 0)
+
+
+def test_column_sizes_are_str_size_of_each_value():
+    """``column_sizes`` (C-level passes over a column) against ``str_size``
+    value by value: all-digit columns (one pass by value), digits mixed
+    with text, leading zeros, signs, long and empty values."""
+    rng = random.Random(7)
+    kinds = [
+        lambda: _int_texts(rng),
+        lambda: b"u%d" % rng.randrange(10 ** 6),
+        lambda: rng.choice([b"0", b"00", b"007", b"-0", b"-", b"-1", b"-128", b"-9223372036854775808",
+                            b"-9223372036854775809", b"", b" 1", b"1 ", b"+1", b"1a", b"a1"]),
+        lambda: b"x" * rng.choice([62, 63, 64, 65, 126, 127, 128, 4094, 4095, 4096, 4097, 16383, 16384]),
+        lambda: b"%d" % rng.randrange(-10 ** 19, 10 ** 19),
+        lambda: rng.choice([b"1\n2", b"a\nb", b"\n", b"12\n", b"\n7"]),
+    ]
+    for trial in range(400):
+        mix = rng.sample(kinds, rng.randrange(1, len(kinds) + 1))
+        col = [rng.choice(mix)() for _ in range(rng.choice([1, 5, 15, 16, 17, 40, 300]))]
+        if trial % 8 == 0:
+            col = [col[0]] * len(col)              # one value throughout
+        sizes, lens = nodes.column_sizes(col)
+        assert sizes == [str_size(v) for v in col], (trial, col[:20])
+        assert lens == [len(v) for v in col]
+
+
+def test_extend_in_long_runs_makes_the_same_nodes_as_adding_one_by_one():
+    """``extend`` over long runs of one field-name list (the bulk paths:
+    script mode, imports, restores), with the run's names changing now
+    and then and a tail node of other names, against ``add``."""
+    import copy
+
+    rng = random.Random(12)
+    for trial in range(120):
+        mb, me = rng.choice([0, 200, 4096, 4096, 10000]), rng.choice([0, 1, 7, 100, 100, 127, 128, 129, 300])
+        ms, seq, items = rng.randrange(1 << 40), 0, []
+        names = [b"user", b"action", b"n"]
+        ingest = trial % 2 == 0              # one millisecond, consecutive sequence numbers
+        for _ in range(rng.randrange(1, 1500)):
+            if rng.random() < 0.01:
+                names = rng.choice([[b"user", b"action", b"n"], [b"a"], [b"1", b"b"], [b"x"] * 3, []])
+            if ingest:
+                seq += 1
+            elif rng.random() < 0.05:
+                ms, seq = ms + rng.randrange(1, 1 << 20), rng.randrange(0, 3)
+            else:
+                seq += rng.choice([1, 1, 1, 2, 300])
+            vals = [rng.choice([b"u%d" % rng.randrange(10 ** 5), _int_texts(rng), b"click",
+                                b"y" * rng.choice([1, 70, 3000])]) if rng.random() < 0.2 else
+                    (b"%d" % rng.randrange(10 ** 6) if j % 2 else b"u%d" % rng.randrange(10 ** 6))
+                    for j, _ in enumerate(names)]
+            items.append(((ms, seq), [x for p in zip(names, vals) for x in p]))
+        tail = None
+        if rng.random() < 0.6:
+            tail = nodes.open_node((ms - 5 if ms >= 5 else 0, 0), [b"other", b"1"])
+            tail.deleted = rng.choice([0, 3, 200])
+            tail.master, tail.last = (0, 0), (0, 0)
+        want, t = [], copy.deepcopy(tail)
+        for i, f in items:
+            t, opened = nodes.add(t, i, f, mb, me)
+            if opened or not want:
+                want.append(t)
+        assert nodes.extend(copy.deepcopy(tail), items, mb, me) == want, trial
+        assert nodes.extend(copy.deepcopy(tail), iter(items), mb, me) == want, trial
