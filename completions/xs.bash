@@ -75,12 +75,14 @@ _xs_pspec() {
         ls) echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-' ;;
         metrics) echo '-|--db --exclude-consumer-metrics --help --listen --namespace --no-sync --outfile|--namespace:- --outfile:- --listen:- --db:-' ;;
         redrive) echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-' ;;
-        restore) echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-' ;;
+        replicate) echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --quiet --retention --status --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --db:-' ;;
+        restore) echo 'f|--at --at-id --check --db --from --help --list --no-sync --quiet --replace -q|--from:- --at:- --at-id:- --db:-' ;;
         save) echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-' ;;
         serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --metrics --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --metrics:- --loglevel:=debug,info,warning,error --db:-' ;;
         tail) echo 'k|--consumer --count --db --follow --from --group --help --json --lines --no-ack --no-sync --since --start -c -f -n|-n:- --lines:- --since:- --from:- -c:- --count:- --group:g --consumer:- --start:- --db:-' ;;
         top) echo '-|--db --group --help --interval --no-sync --sort -i|--group:g -i:- --interval:- --sort:=lag,lag-seconds,pending,rate,name --db:-' ;;
         trim) echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-' ;;
+        web) echo '-|--db --help --history --interval --listen --no-sync --password-file --requirepass-file --tls-ca-cert-file --tls-cert-file --tls-key-file -i|--listen:- -i:- --interval:- --history:- --requirepass-file:- --password-file:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --db:-' ;;
         worker) echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --db --dead-letter --group --help --json --max-deliveries --no-sync --once --quiet --retry-delay --start --timeout -c -g -q|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:- --db:-' ;;
     esac
 }
@@ -101,7 +103,7 @@ _xs_reply() {
         g) COMPREPLY=($(compgen -W "$(_xs_names "$2" groups "$3")" -- "$cur")) ;;
         c) [[ -n $4 ]] && COMPREPLY=($(compgen -W "$(_xs_names "$2" consumers "$3" "$4")" -- "$cur")) ;;
         f) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker' -- "$cur")) ;;
+        x) unset IFS; COMPREPLY=($(compgen -W 'CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive replicate restore save serve tail top trim web worker' -- "$cur")) ;;
         =*) unset IFS; COMPREPLY=($(compgen -W "${1//[=,]/ }" -- "$cur")) ;;
     esac
 }
@@ -132,7 +134,7 @@ _xs() {
         fi
         local names='CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM'
         [[ $cur == [a-z]* ]] && names=${names,,}
-        COMPREPLY=($(compgen -W "$names archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker" -- "$cur"))
+        COMPREPLY=($(compgen -W "$names archive check compact completion export help import info ls metrics redrive replicate restore save serve tail top trim web worker" -- "$cur"))
         return
     fi
     local ps; ps=$(_xs_pspec "$cmd")

@@ -139,8 +139,10 @@ function __xs_pspec
             echo '-|--db --exclude-consumer-metrics --help --listen --namespace --no-sync --outfile|--namespace:- --outfile:- --listen:- --db:-'
         case redrive
             echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-'
+        case replicate
+            echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --quiet --retention --status --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --db:-'
         case restore
-            echo 'f|--check --db --help --no-sync --quiet --replace -q|--db:-'
+            echo 'f|--at --at-id --check --db --from --help --list --no-sync --quiet --replace -q|--from:- --at:- --at-id:- --db:-'
         case save
             echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-'
         case serve
@@ -151,6 +153,8 @@ function __xs_pspec
             echo '-|--db --group --help --interval --no-sync --sort -i|--group:g -i:- --interval:- --sort:=lag,lag-seconds,pending,rate,name --db:-'
         case trim
             echo 'k|--approx --db --drop-unacked --dry-run --help --idle-consumers --json --max-age --max-len --no-sync --quiet -q|--max-age:- --max-len:- --idle-consumers:- --db:-'
+        case web
+            echo '-|--db --help --history --interval --listen --no-sync --password-file --requirepass-file --tls-ca-cert-file --tls-cert-file --tls-key-file -i|--listen:- -i:- --interval:- --history:- --requirepass-file:- --password-file:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --db:-'
         case worker
             echo 'k|--ack-alone --batch --claim-idle --concurrency --consumer --db --dead-letter --group --help --json --max-deliveries --no-sync --once --quiet --retry-delay --start --timeout -c -g -q|-g:g --group:g -c:- --consumer:- --start:- --claim-idle:- --timeout:- --retry-delay:- --max-deliveries:- --dead-letter:k --concurrency:- --batch:- --db:-'
     end
@@ -179,7 +183,7 @@ function __xs_reply
         case f
             __fish_complete_path $argv[5]
         case x
-            printf '%s\n' CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker
+            printf '%s\n' CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM archive check compact completion export help import info ls metrics redrive replicate restore save serve tail top trim web worker
         case '=*'
             string split , -- (string sub -s 2 -- $argv[1])
     end
@@ -231,7 +235,7 @@ function __xs_args
         end
         set -l names CONFIG COPY DEL DUMP EXISTS EXPIRE EXPIREAT EXPIRETIME KEYS PERSIST PEXPIRE PEXPIREAT PEXPIRETIME PTTL RENAME RESTORE SCAN TTL TYPE UNLINK XACK XACKDEL XADD XAUTOCLAIM XCFGSET XCLAIM XDEL XDELEX XGROUP XIDMPRECORD XINFO XLEN XNACK XPENDING XRANGE XREAD XREADGROUP XREVRANGE XSETID XTRIM
         string match -qr '^[a-z]' -- "$cur"; and set names (string lower -- $names)
-        printf '%s\n' $names archive check compact completion export help import info ls metrics redrive restore save serve tail top trim worker
+        printf '%s\n' $names archive check compact completion export help import info ls metrics redrive replicate restore save serve tail top trim web worker
         return
     end
     set -l ps (__xs_pspec $cmd)

@@ -142,8 +142,54 @@ def test_one_shot_path_imports_nothing_it_does_not_need(tmp_path):
     mods = _modules_after("from xstream_cli.__main__ import main\n"
                           "main(['--db', %r, '--no-sync', 'XADD', 's', '*', 'a', '1'])" % db)
     for heavy in ("click", "rich", "dataclasses", "inspect", "xstream_cli.app", "storage.ops.snapshot",
-                  "storage.verbs.load", "storage.migrate", "prompt_toolkit", "storage.inotify"):
+                  "storage.verbs.load", "storage.migrate", "prompt_toolkit", "storage.inotify", "aiohttp",
+                  "xstream_cli.web"):
         assert heavy not in mods, heavy
+
+
+# Every module a one-shot ``xs XADD`` / ``xs XLEN`` imports beyond what
+# ``python -c "import lmdb, msgpack"`` (the interpreter's floor for xs,
+# benchmarks/bench_cli.py) already has.  A one-shot command's time is
+# nearly all imports, so this list only grows deliberately: if a change
+# needs a new module here, first try importing it where it is used (the
+# one-shot path is XADD / XLEN: parse, open, one verb, render), and if
+# it must be here, add it with the one-shot time before and after
+# (bench_cli.py) in the commit message.
+ONE_SHOT_MODULES = {
+    # the interpreter's own (Python 3.9-3.13 differ in which of these the floor has already)
+    "_functools", "errno", "fcntl", "functools", "gc", "types",
+    # py-lmdb's environment keys (the store's fork guard)
+    "lmdb._envid",
+    # the engine
+    "storage", "storage.blocking", "storage.codec", "storage.codec.changes", "storage.codec.entries",
+    "storage.codec.keys", "storage.codec.state", "storage.errors", "storage.files", "storage.ids", "storage.options",
+    "storage.parts", "storage.parts.kv", "storage.parts.log", "storage.parts.nodes", "storage.parts.shapes",
+    "storage.parts.stream_table", "storage.posixlock", "storage.store", "storage.txn", "storage.verbs",
+    "storage.verbs.streams",
+    # the command line's fast path
+    "xstream_cli", "xstream_cli.__main__", "xstream_cli.commands", "xstream_cli.commands.groups",
+    "xstream_cli.commands.keyspace", "xstream_cli.commands.parsing", "xstream_cli.commands.reading",
+    "xstream_cli.commands.streams", "xstream_cli.context", "xstream_cli.execution", "xstream_cli.execution.batch",
+    "xstream_cli.execution.blocked", "xstream_cli.execution.pages", "xstream_cli.execution.session",
+    "xstream_cli.output", "xstream_cli.output.render", "xstream_cli.output.reply", "xstream_cli.runner",
+    "xstream_cli.splitargs",
+}
+
+
+@pytest.mark.parametrize("argv", [["XADD", "s", "*", "a", "1"], ["XLEN", "s"]])
+def test_one_shot_commands_import_only_the_allowed_modules(tmp_path, argv):
+    """The allow-list above, for a one-shot write and read (the read on
+    the store the write made)."""
+    db = str(tmp_path / "db")
+    floor = _modules_after("import lmdb, msgpack")
+    if argv[0] == "XLEN":
+        _modules_after("from xstream_cli.__main__ import main\nmain(['--db', %r, '--no-sync', 'XADD', 's', '*', 'a', '1'])"
+                       % db)
+    mods = _modules_after("from xstream_cli.__main__ import main\nmain(['--db', %r, '--no-sync'] + %r)" % (db, argv))
+    assert "storage.verbs.streams" in mods          # the command ran
+    new = sorted(mods - floor - ONE_SHOT_MODULES)
+    assert not new, ("a one-shot xs %s now also imports %s: import it where it is used instead, or add it to "
+                     "ONE_SHOT_MODULES deliberately (tests/unit/test_architecture.py says how)" % (argv[0], new))
 
 
 def _made_store(tmp_path):
@@ -217,12 +263,12 @@ def test_a_bad_xs_no_sync_is_a_usage_error_on_every_path(tmp_path):
 
 VOCABULARY = {"storage", "storage.codec", "storage.errors", "storage.ids", "storage.options", "storage.info",
               "storage.glob", "storage.posixlock", "storage.codec.keys", "storage.codec.entries",
-              "storage.codec.state", "storage.codec.snapshot",
+              "storage.codec.state", "storage.codec.snapshot", "storage.codec.changes",
               "storage.codec.rdb",                # Redis's serialization (issue 26), and its parts
               "storage.codec.rdb.base", "storage.codec.rdb.listpack", "storage.codec.rdb.reader",
               "storage.codec.rdb.stream", "storage.codec.rdb.files"}
 RUNTIME = {"storage.store", "storage.files", "storage.txn", "storage.blocking", "storage.inotify", "storage.consumers",
-           "storage.migrate"}
+           "storage.migrate", "storage.changelog"}
 # what whole-store operations and Spark may use: the library surface
 SURFACE = VOCABULARY | {"storage.store", "storage.txn"}
 # ... and where they reach below it, each with its reason
@@ -234,6 +280,10 @@ SURFACE_EXCEPTIONS = {
     ("storage.ops.snapshot", "storage.verbs.dump"): "CorruptStore: the error a dump raises",
     ("storage.ops.snapshot", "storage.verbs.load"): "LoadError, Stats, all_bytes: the one load path's records",
     ("storage.ops.snapshot", "storage.files"): "write_atomically: the one way a file is replaced",
+    ("storage.ops.replicate", "storage.changelog"):
+        "replication reads the store's change log, acknowledges it and replays it (issue 41)",
+    ("storage.ops.replicate", "storage.blocking"): "wait_until: the replicator waits for commits in the one wait loop",
+    ("storage.ops.replicate", "storage.parts.kv"): "a restore replays the log's ops through KV, as they were made",
     ("storage.spark.archive.manifest", "storage.files"): "write_atomically: the one way a file is replaced",
     ("storage.spark.archive.directory", "storage.files"):
         "unsafe_reason: the archive directory is held to the rule of the store's own files",
@@ -373,7 +423,7 @@ def test_whole_store_operations_and_spark_use_the_library_surface_or_a_named_exc
 
 def test_the_engine_core_imports_neither_whole_store_operations_nor_spark():
     core = ("storage.store", "storage.files", "storage.txn", "storage.blocking", "storage.inotify", "storage.consumers",
-            "storage.migrate",
+            "storage.migrate", "storage.changelog",
             "storage.parts", "storage.verbs") + tuple(VOCABULARY - {"storage"})
     bad = [(a, b) for p in core for a, b in _edges(p) if b.startswith(("storage.ops", "storage.spark"))]
     assert not bad, bad
@@ -420,8 +470,8 @@ def test_each_engine_folder_says_what_it_owns_and_who_may_import_it():
 
 
 def test_every_wait_of_the_command_line_is_the_one_wait_loop():
-    """Blocked reads (script mode, the prompt, xs serve), xs tail -f and
-    xs worker all wait in storage.blocking.wait_until: no module of the
+    """Blocked reads (script mode, the prompt, xs serve), xs tail -f,
+    xs worker and xs web's watcher all wait in storage.blocking.wait_until: no module of the
     command line arms a Waiter or sleeps on a stream of its own."""
     callers = set()
     for path, src in _sources("xstream_cli"):
@@ -429,7 +479,7 @@ def test_every_wait_of_the_command_line_is_the_one_wait_loop():
         if "wait_until(" in src:
             callers.add(path)
     assert callers == {"xstream_cli/execution/blocked.py", "xstream_cli/porcelain/tail.py",
-                       "xstream_cli/porcelain/worker/loop.py"}
+                       "xstream_cli/porcelain/worker/loop.py", "xstream_cli/web/server.py"}
 
 
 def test_commands_run_in_batches_through_the_one_driver():
