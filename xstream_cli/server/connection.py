@@ -689,8 +689,9 @@ class Server:
 
     def _hand_over(self):
         """The jobs of this loop iteration, as one group commit: run here,
-        in the loop's thread, and answered at once when the engine thread
-        has nothing queued and nobody holds the store's write lock (no
+        in the loop's thread, and answered at once when every job handed to
+        the engine thread has run (the order clients sent them in stays the
+        order they run in) and nobody holds the store's write lock (no
         thread hand-off: redis-server's way, its fsync in its loop too);
         else handed to the engine thread, which waits for the lock while
         the loop goes on reading, parsing and serving reads.  Big reads
@@ -708,7 +709,7 @@ class Server:
             box = [j for j in box if j not in reads]
             if not box:
                 return
-        elif self.run_here and eng.jobs.empty():
+        elif self.run_here and eng.idle():
             res = eng.execute(box, engine=False, nowait=True)
             if res is not None:
                 answer([(j.done, r) for j, r in zip(box, res)])

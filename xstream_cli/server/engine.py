@@ -263,6 +263,9 @@ class Engine:
         self._waits_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="xs-engine", daemon=True)
         self._reads = None           # the readers' thread's queue (read_heavy), made on first use
+        self.submitted = 0           # jobs handed to the engine thread (submit) ...
+        self.finished = 0            # ... and run by it (written by the engine thread only): idle()
+        self._counting = threading.Lock()
         self.deliver = None          # fn([(done, result), ...]) called once per batch, or None
         self.last_commit = 0.0       # seconds the last batch took, if it wrote (_gather)
         self.last_owners = set()     # the clients it answered
@@ -375,7 +378,16 @@ class Engine:
     def submit(self, job):
         """Queue a Job, or a list of Jobs (they cross to the engine thread
         in one hand-over)."""
+        with self._counting:
+            self.submitted += len(job) if type(job) is list else 1
         self.jobs.put(job)
+
+    def idle(self):
+        """Whether every job handed to the engine thread has run: only then
+        may another thread run a later one first (Server._hand_over) --
+        the engine may hold a job it took, gathering others (_gather),
+        with its queue empty and no lock held."""
+        return self.submitted == self.finished
 
     # ------------------------------------------------------------ the thread
 
@@ -446,6 +458,7 @@ class Engine:
 
     def _run_batch(self, batch):
         done = [(j.done, r) for j, r in zip(batch, self.execute(batch))]
+        self.finished += len(batch)        # (this thread only) before the answers: run and committed
         if self.deliver is not None:       # one wake-up of the event loop for the whole batch
             try:
                 self.deliver(done)
