@@ -355,14 +355,7 @@ class Engine:
             job = self._reads.get()
             if job is None:
                 return
-            done = [(job.done, self.execute([job], engine=False)[0])]
-            if self.deliver is not None:
-                try:
-                    self.deliver(done)
-                except Exception:
-                    log.exception("answering the clients failed")
-            else:
-                answer(done)
+            self._answer([(job.done, self.execute([job], engine=False)[0])])
 
     def stop(self, timeout=None):
         """Finish the jobs queued, then end the engine thread; False if it
@@ -459,7 +452,12 @@ class Engine:
     def _run_batch(self, batch):
         done = [(j.done, r) for j, r in zip(batch, self.execute(batch))]
         self.finished += len(batch)        # (this thread only) before the answers: run and committed
-        if self.deliver is not None:       # one wake-up of the event loop for the whole batch
+        self._answer(done)
+
+    def _answer(self, done):
+        """Answer a batch's jobs: in one wake-up of the event loop
+        (``deliver``), or here when there is none."""
+        if self.deliver is not None:
             try:
                 self.deliver(done)
             except Exception:

@@ -25,8 +25,8 @@ and lag in seconds grow without commits; the charts take a sample, and
 a stream made since is watched from then on).  Each new overview is
 sent to every open event stream (server-sent events); a page tailing a
 stream also gets that stream's new entries.  The store is shared by the
-watcher and the request threads through one lock (``Locked``): a
-compaction's request to step aside (storage.ops.compact) is honoured by
+watcher and the request threads through one lock (xs serve's
+``StoreLock``): a compaction's request to step aside (storage.ops.compact) is honoured by
 the watcher, between two snapshots, with no other transaction open.
 """
 import asyncio
@@ -54,36 +54,6 @@ PING_S = 15.0             # an event stream idle this long gets a comment (a gon
 STATIC = {"app.js": "application/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-
-
-class Locked:
-    """The store with its transactions serialised across this process's
-    threads (the watcher and the request threads); stepping aside for a
-    compaction takes the same lock, so no transaction is open meanwhile.
-    Everything else passes through."""
-
-    def __init__(self, store):
-        self._store = store
-        self.lock = threading.RLock()
-
-    def run(self, fn, write=False, savepoints=False):
-        with self.lock:
-            return self._store.run(fn, write=write, savepoints=savepoints)
-
-    def step_aside(self):
-        with self.lock:
-            return self._store.step_aside()
-
-    def check_readers(self, force=False):
-        if not self.lock.acquire(blocking=False):
-            return 0
-        try:
-            return self._store.check_readers(force)
-        finally:
-            self.lock.release()
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
 
 
 class Config:
@@ -475,7 +445,8 @@ def run(cfg, store, say, fail):
     """Serve ``store`` (opened by the caller) until SIGINT (returns 130)
     or SIGTERM (0).  ``say(url)`` once listening; ``fail(message)`` for
     a store that cannot be read or an address that cannot be had."""
-    locked = Locked(store)
+    from xstream_cli.server.engine import StoreLock
+    locked = StoreLock(store)
     overview = model.Overview(locked, cfg.interval, cfg.history_s)
     try:
         first = overview.take(True)
