@@ -108,7 +108,7 @@ class Batch:
         except FATAL:
             raise
         except Exception as e:       # a bug: its savepoint was rolled back
-            r = self.bug(e)
+            r = self._bug(e)
         out[i] = r
         return None
 
@@ -116,7 +116,7 @@ class Batch:
         """``fn(tx)`` (a server command such as FLUSHDB): ``out[i]`` gets
         its value."""
         self.flush()
-        out[i] = self._alone(partial(fn, self.tx))
+        out[i] = self.alone(partial(fn, self.tx))
 
     # ------------------------------------------------------------ runs
 
@@ -165,14 +165,14 @@ class Batch:
                 if self.log is not None:
                     self.log.exception("shared run failed")
         if results is None:
-            results = [self._alone(fn) for _, _, fn in run]
+            results = [self.alone(fn) for _, _, fn in run]
         for (out, i, _), r in zip(run, results):
             out[i] = r
 
     def _call(self, cmd, args):
         return run_command(self.tx, cmd, args)[1]
 
-    def _alone(self, fn):
+    def alone(self, fn):
         """``fn()`` on its own: its value, or its error as the reply."""
         try:
             return fn()
@@ -181,9 +181,9 @@ class Batch:
         except FATAL:
             raise
         except Exception as e:       # a bug: its savepoint was rolled back
-            return self.bug(e)
+            return self._bug(e)
 
-    def bug(self, e):
+    def _bug(self, e):
         if self.log is not None:
             self.log.exception("command failed")
         return errors.internal(e)

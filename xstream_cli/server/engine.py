@@ -75,6 +75,7 @@ import logging
 import queue
 import threading
 import time
+from functools import partial
 
 from storage import errors
 from storage.blocking import Cancelled, Canceller
@@ -82,7 +83,7 @@ from storage.errors import RedisError
 from storage.store import Store, hold_write, release_write
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup, plain_add
-from xstream_cli.execution.batch import FATAL, Batch
+from xstream_cli.execution.batch import Batch
 from xstream_cli.server import paged
 from xstream_cli.server.paged import heavy
 from xstream_cli.server.resp import Raw, encode
@@ -636,14 +637,7 @@ def _paged(b, tx, replies, i, it, proto):
     if it.cmd.write and b.read_only is not None:
         return False                     # the usual way refuses it
     b.flush()
-    try:
-        r = paged.run(tx, it.cmd, it.args, proto)
-    except RedisError as e:
-        r = e
-    except FATAL:
-        raise
-    except Exception as e:               # a bug: its savepoint was rolled back
-        r = b.bug(e)
+    r = b.alone(partial(paged.run, tx, it.cmd, it.args, proto))
     if r is None:
         return False
     replies[i] = r

@@ -54,11 +54,9 @@ def _show(b):
 
 
 def id_text(i):
-    if i is None:
-        return None
-    if isinstance(i, bytes):
-        return i.decode("ascii")
-    return "%d-%d" % tuple(i)
+    """``ms-seq`` of an ID (xstream_cli.porcelain.ls.id_text, the one formatting of it)."""
+    from xstream_cli.porcelain.ls import id_text as text
+    return text(i)
 
 
 def parse_entry_id(text, what="ID"):
