@@ -26,7 +26,8 @@ consumer group XINFO GROUPS, XGROUP CREATE / SETID ... ENTRIESREAD and
 XGROUP CREATECONSUMER.  redis-py parses the replies (with hiredis's C
 parser where it is installed).
 
-Only ``storage.spark.source`` imports this module.
+Who imports it: the data source (storage.spark.options and the modules
+beside it) and xs archive --url (storage.spark.archive.net).
 """
 import time
 import urllib.parse
@@ -341,7 +342,7 @@ class Conn:
     def add_once(self, rows, progress, batch, plan, tries=20):
         """The streaming sink over the network: with the stream
         ``progress`` WATCHed, read micro-batch ``batch``'s markers (its
-        entries ``batch-*``) and ask ``plan`` (source.sink_plan: a list of
+        entries ``batch-*``) and ask ``plan`` (writing.sink_plan: a list of
         {field: value}) what this task adds: None, nothing (its marker is
         there: a retried task); else (which of ``rows`` to add, booleans in
         order; the fields of its marker).  Then those rows (as

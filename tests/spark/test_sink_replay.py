@@ -1,5 +1,5 @@
 """The streaming sink (``writeStream.format("xstream")``,
-storage/spark/source.py ``sink_plan``) stays exactly-once when Spark
+storage/spark/writing.py ``sink_plan``) stays exactly-once when Spark
 replays a micro-batch split differently from the first time (a restart
 with another ``partitions``, repartition or coalesce): a task's marker
 names its rows (their digests) and its query run, so a replayed task

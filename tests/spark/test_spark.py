@@ -1,4 +1,4 @@
-"""The Spark data source ``xstream`` (storage/spark/source.py): batch reads of
+"""The Spark data source ``xstream`` (storage/spark/reading.py, writing.py): batch reads of
 what xs wrote, ranges, partitions, globs, binary values, and batch
 writes read back through xs.  Skipped without pyspark."""
 import datetime
@@ -116,7 +116,8 @@ def test_every_stored_form_reads_back_as_xrange_gives_it(spark, tmp_path):
 
 
 def test_a_partition_is_read_in_bounded_batches_covering_every_entry_once(spark, tmp_path):
-    from storage.spark import XStreamReader, _ReadPlan
+    from storage.spark import XStreamReader
+    from storage.spark.options import _ReadPlan
     db = tmp_path / "db"
     xs(db, *["XADD many %d-%d i %d" % (1 + i // 4, i % 4, i) for i in range(23456)])
     reader = XStreamReader(_ReadPlan({"path": str(db), "stream": "many", "chunk": "999"}))

@@ -1,5 +1,5 @@
 """The Spark source's Arrow batches built straight from the stored form
-(storage/spark/source.py ``_batch``: IDs from the keys, shaped entries' values
+(storage/spark/columns.py ``_batch``: IDs from the keys, shaped entries' values
 by separator positions, names from the field set) are the batches the
 record-based builder (``_records_batch``, fed ``codec.records``) makes
 for the same entries: column for column, and the same error for a name
@@ -18,7 +18,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 from storage import codec  # noqa: E402
 from storage.options import AddOptions, RangeOptions  # noqa: E402
-from storage.spark import source as S  # noqa: E402
+from storage.spark import columns as C  # noqa: E402
+from storage.spark import reading as R  # noqa: E402
+from storage.spark.options import XStreamError, _ReadPlan  # noqa: E402
 
 
 def _records_batch(schema, stream, values, binary, with_list, name):
@@ -28,12 +30,12 @@ def _records_batch(schema, stream, values, binary, with_list, name):
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    id_bin, keys_bin, vals_bin, foffs = S._record_fields(values)
+    id_bin, keys_bin, vals_bin, foffs = C._record_fields(values)
     id_text = id_bin.cast(pa.string())
     ms_seq = pc.split_pattern(id_text, pattern="-")
     ms_u = pc.list_element(ms_seq, 0).cast(pa.uint64())
     seq_u = pc.list_element(ms_seq, 1).cast(pa.uint64())
-    return S._assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, np.diff(foffs), binary,
+    return C._assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, np.diff(foffs), binary,
                        with_list, lambda: values, name, False)
 
 U64 = (1 << 64) - 1
@@ -46,9 +48,9 @@ NAMES = st.sampled_from([b"user", b"action", b"a", b"b", b"", b"caf\xc3\xa9", b"
 VALUES = st.one_of(st.text(max_size=6).map(lambda s: s.encode("utf-8")),
                    st.sampled_from([b"", b"\xff", b"two\nlines", b"\x00lead", b"a\x0fb", b"\x03", b"\xe2\x82"]),
                    st.binary(max_size=5))
-MS = st.one_of(st.integers(0, 3), st.sampled_from([1700000000123, S._MAX_TS_MS, S._MAX_TS_MS + 1, S.LONG_MAX,
-                                                   S.LONG_MAX + 1, U64]), st.integers(0, U64))
-SEQ = st.one_of(st.integers(0, 3), st.sampled_from([WIDE - 1, WIDE, WIDE + 1, S.LONG_MAX, S.LONG_MAX + 1, U64]),
+MS = st.one_of(st.integers(0, 3), st.sampled_from([1700000000123, C._MAX_TS_MS, C._MAX_TS_MS + 1, C.LONG_MAX,
+                                                   C.LONG_MAX + 1, U64]), st.integers(0, U64))
+SEQ = st.one_of(st.integers(0, 3), st.sampled_from([WIDE - 1, WIDE, WIDE + 1, C.LONG_MAX, C.LONG_MAX + 1, U64]),
                 st.integers(0, U64))
 
 
@@ -95,14 +97,14 @@ def stored_entries(draw):
 def _outcome(build):
     try:
         return "batch", build()
-    except S.XStreamError as e:
+    except XStreamError as e:
         return "error", str(e)
 
 
 def _both(pairs, shapes, binary, with_list):
-    schema = S._arrow_schema(binary, with_list)
+    schema = C._arrow_schema(binary, with_list)
     records = codec.records([k for k, _ in pairs], [v for _, v in pairs], shapes)
-    new = _outcome(lambda: S._batch(schema, "s", pairs, shapes, binary, with_list, b"s"))
+    new = _outcome(lambda: C._batch(schema, "s", pairs, shapes, binary, with_list, b"s"))
     ref = _outcome(lambda: _records_batch(schema, "s", records, binary, with_list, b"s"))
     return new, ref
 
@@ -138,7 +140,7 @@ def test_the_batch_holds_every_entry_and_fails_only_on_text_that_is_not_utf8(dat
             continue
         rows = new[1].to_pylist()
         assert [r["id"] for r in rows] == ["%d-%d" % i for i, _ in entries]
-        assert [(r["ms"], r["seq"]) for r in rows] == [tuple(x if x <= S.LONG_MAX else None for x in i)
+        assert [(r["ms"], r["seq"]) for r in rows] == [tuple(x if x <= C.LONG_MAX else None for x in i)
                                                        for i, _ in entries]
         conv = (lambda b: b) if binary else (lambda b: b.decode("utf-8"))
         assert [[(p["name"], p["value"]) for p in r["fields_list"]] for r in rows] == [
@@ -152,8 +154,8 @@ def test_the_batch_holds_every_entry_and_fails_only_on_text_that_is_not_utf8(dat
 def test_a_damaged_shaped_value_is_an_error_not_a_wrong_row(stored):
     s = codec.Shape(1, (b"a", b"b"))
     pairs = [(codec.entry_key(1, (1, j)), v) for j, v in enumerate(stored)]
-    with pytest.raises(S.XStreamError, match="damaged"):
-        S._batch(S._arrow_schema(False, False), "s", pairs, {1: s}, False, False, b"s")
+    with pytest.raises(XStreamError, match="damaged"):
+        C._batch(C._arrow_schema(False, False), "s", pairs, {1: s}, False, False, b"s")
 
 
 # ------------------------------------------------- the partition reader, on a store
@@ -187,15 +189,15 @@ def test_a_partition_read_from_a_store_equals_the_record_based_batches(entries, 
                 records = tx.range(b"s", RangeOptions((0, 0), (U64, U64), len(entries))).values
         finally:
             st_.close()
-        plan = S._ReadPlan({"path": path, "stream": "s", "chunk": str(chunk), "binary": "true",
-                            "fields_list": "true" if with_list else "false"})
-        old = S._BATCH_ROWS
-        S._BATCH_ROWS = rows             # batches that cut across range calls
+        plan = _ReadPlan({"path": path, "stream": "s", "chunk": str(chunk), "binary": "true",
+                          "fields_list": "true" if with_list else "false"})
+        old = R._BATCH_ROWS
+        R._BATCH_ROWS = rows             # batches that cut across range calls
         try:
-            got = list(S._read_range(plan, S.XStreamPartition(b"s", (0, 0), (U64, U64))))
+            got = list(R._read_range(plan, R.XStreamPartition(b"s", (0, 0), (U64, U64))))
         finally:
-            S._BATCH_ROWS = old
+            R._BATCH_ROWS = old
     target = max(chunk, rows)
     assert [b.num_rows for b in got] == [min(target, len(entries) - j) for j in range(0, len(entries), target)]
-    ref = _records_batch(S._arrow_schema(True, with_list), "s", records, True, with_list, b"s")
+    ref = _records_batch(C._arrow_schema(True, with_list), "s", records, True, with_list, b"s")
     assert pa.Table.from_batches(got).equals(pa.Table.from_batches([ref]))

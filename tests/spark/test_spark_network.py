@@ -1,4 +1,4 @@
-"""The ``xstream`` data source's url mode (storage/spark/source.py,
+"""The ``xstream`` data source's url mode (storage/spark/options.py,
 storage/spark/network.py): stores read and written over the Redis
 protocol, through ``xs serve`` and through a real ``redis-server`` (the
 ``redis`` fixture): the same rows as the path mode, several endpoints as
@@ -267,7 +267,8 @@ def test_wrong_password_unreachable_endpoint_and_not_a_stream_are_one_line_error
 
 def test_a_stream_deleted_between_planning_and_reading_fails_naming_endpoint_and_stream(tmp_path, serve,
                                                                                           redis_server):
-    from storage.spark import XStreamReader, _ReadPlan
+    from storage.spark import XStreamReader
+    from storage.spark.options import _ReadPlan
     db = tmp_path / "db"
     xs(db, *["XADD t:%d %d-0 k v" % (i % 2, i + 1) for i in range(10)])
     served = serve(db)

@@ -1,5 +1,5 @@
 """Structured Streaming through the ``xstream`` data source
-(storage/spark/source.py): a query restarted from its checkpoint sees every
+(storage/spark/streaming.py): a query restarted from its checkpoint sees every
 entry exactly once, ``maxEntriesPerTrigger`` bounds micro-batches, a
 consumer group shows Spark's progress (lag 0 after the commit), the
 driver-side stream reader, and the sink writing nothing twice when a
@@ -148,7 +148,8 @@ def test_the_sink_task_is_idempotent_per_batch_and_partition(tmp_path):
 
 
 def test_commit_moves_the_group_to_the_offset_and_lag_to_0(tmp_path):
-    from storage.spark import XStreamStreamReader, _ReadPlan
+    from storage.spark import XStreamStreamReader
+    from storage.spark.options import _ReadPlan
     db = tmp_path / "db"
     xs(db, *["XADD g:%d * n %d" % (i % 2, i) for i in range(9)], "XGROUP CREATE g:0 grp 0")
     reader = XStreamStreamReader(_ReadPlan({"path": str(db), "stream": "g:*", "group": "grp",
