@@ -15,7 +15,7 @@ Notification files
   nobody ever waited on this store, one ``utime`` per changed stream
   otherwise (about 2 us each).
 
-Private, and no links followed (storage.store): the directory is 0700
+Private, and no links followed (storage.opening): the directory is 0700
 and its files 0600 whatever the umask; every operation is relative to
 the store's checked directory descriptor, opens with O_NOFOLLOW and
 touches with ``utime(..., follow_symlinks=False)``, and inotify watches

@@ -1,29 +1,33 @@
-"""The store's files: the directory and every file in it private to
-their owner, opened without following links, checked before use; the
-store lock; the notify directory's checks; store files made complete
-under a temporary name; a full disk told apart.  Used by storage.store
-(opening a store), storage.blocking (notification files) and
-storage.ops.compact; imports nothing of the engine but posixlock, so it
-sits below all of them.  What the rules are and why: storage.store's
+"""The store's files: the errors of opening a store; the rule every
+entry of a store is held to (private to its owner, opened without
+following links, checked before use: ``unsafe_reason``,
+``open_private_dir``, ``open_private_file``); the store directory, found
+or made and checked to hold only a store's files; and the store lock
+with the POSIX locks on its bytes (the gate, the writer mark, stepping
+aside, xs's write lock: ``hold_write``).  Used by storage.opening and
+storage.store (opening a store, writing), storage.blocking and
+storage.consumers (notification and queue files), storage.changelog and
+storage.ops.compact; imports nothing of the engine but posixlock (and
+storage.atomicfile, below), so it sits below all of them.  What the rules are and why: storage.opening's
 docstring ("Private files", "The store lock").
+
+Temporary files and atomic writes (``AtomicFile``, ``write_atomically``,
+``temp_file``, ``sweep_temp``: the one way xs replaces a file) are
+storage.atomicfile's, and storage.files' names too: they are loaded when
+first asked for (``__getattr__`` below), so that the one-shot path, which
+imports this module, does not import them.
 """
 import _thread
 import errno
 import fcntl
 import os
 import stat
-import time
-
-if False:  # typing only (not imported at run time: the one-shot path stays lean)
-    from typing import Any
 
 from storage import posixlock
 
-MAX_READERS = 510
-# LMDB's lock file for MAX_READERS readers (mdb.c: a reader slot is one
-# 64-byte cache line, the header two lines plus the first slot)
-LOCK_SIZE = (MAX_READERS - 1) * 64 + 192
-LOW_SPACE = 1 << 20       # free bytes below which an EIO from LMDB means "disk full"
+if False:  # typing only: the names of storage.atomicfile given here (see __getattr__)
+    from storage.atomicfile import STALE_TEMP_S, AtomicFile, sweep_temp, temp_file, write_atomically  # noqa: F401
+
 TEMP_MARK = ".new-"       # data.mdb.new-<pid>-<ns>: a store file being made
 NOTIFY_DIR = "notify"     # inside the store directory (storage.blocking)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -133,7 +137,7 @@ def _store_dir(path, create, strict=True):
 
 STORE_LOCK = "lock"        # <store>/lock: every open holds it shared, xs compact exclusive
 # what a store directory may hold: its files (and their temporaries, see
-# _make_file and storage.ops.compact), the notification directory, the
+# storage.opening._make_file and storage.ops.compact), the notification directory, the
 # default socket of xs serve, and lost+found (a store on a file system of
 # its own).  Anything else means the directory is not a store.
 STORE_NAMES = frozenset(("data.mdb", "lock.mdb", STORE_LOCK, NOTIFY_DIR, "serve.sock", "lost+found"))
@@ -306,21 +310,6 @@ def release_write(store):
         w[0].release()
 
 
-def _read_only(dir_fd):
-    """Why this user cannot write the store open as ``dir_fd`` (its files
-    exist), or None."""
-    try:
-        if os.fstatvfs(dir_fd).f_flag & os.ST_RDONLY:
-            return "it is on a read-only file system"
-    except OSError:
-        pass
-    for name in ("data.mdb", "lock.mdb"):
-        if _lstat(dir_fd, name) is not None and not os.access(name, os.W_OK, dir_fd=dir_fd, effective_ids=True):
-            return "%s is not writable by this user" % name
-    return None
-
-
-# A process with the store open for writing holds a shared POSIX lock on
 # byte 1 of <store>/lock.  A reader that cannot write lock.mdb opens the
 # store without LMDB's reader table, which is safe only while nobody
 # writes: it checks that no process holds that lock.  (A process with two
@@ -363,13 +352,6 @@ def _mkdirs(path):
         pass
 
 
-def _pinned(fd, path):
-    """A path to the directory open as ``fd`` that cannot be switched
-    under us: /proc/self/fd/N where /proc exists."""
-    p = "/proc/self/fd/%d" % fd
-    return p if os.path.isdir(p) else path
-
-
 def _lstat(dir_fd, name):
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -393,18 +375,6 @@ def unsafe_reason(st, kind, own=True):
     if kind == "file" and st.st_nlink > 1:
         return "has another hard link"
     return None
-
-
-def _private(dir_fd, name, st, kind, strict):
-    """Take away what a checked entry grants beyond 0700 / 0600
-    (``strict``: a failure to do so is an error)."""
-    mode = _narrowed(st.st_mode, kind)
-    if mode is not None:
-        try:
-            os.chmod(name, mode, dir_fd=dir_fd)
-        except OSError:
-            if strict:
-                raise
 
 
 _PRIVATE = {"dir": 0o700, "file": 0o600}
@@ -448,47 +418,6 @@ def _check_opened(fd, label, kind, strict=True, made=False):
         except OSError:
             if strict:
                 raise
-
-
-def check_entry(dir_fd, name, label, kind, strict=True):
-    """Check the entry ``name`` of the directory ``dir_fd`` (``kind``:
-    "file" or "dir"), if it exists, and make it private; raises
-    UnsafeEntry naming it ``label``.  Returns its lstat or None."""
-    st = _lstat(dir_fd, name)
-    if st is None:
-        return None
-    why = unsafe_reason(st, kind)
-    if why == "has another hard link" and _being_made(dir_fd, name, st):
-        why = None
-    if why:
-        raise UnsafeEntry("%s %s" % (label, why))
-    _private(dir_fd, name, st, kind, strict)
-    return st
-
-
-def check_notify_dir(dir_fd, strict=True):
-    """Check notify/.  If it is not 0700 it was made by an older xs, and
-    others may have written in it: make it private first, then check
-    everything in it (once: it is 0700 from then on)."""
-    st = check_entry(dir_fd, NOTIFY_DIR, NOTIFY_DIR, "dir", strict)
-    if st is None or not stat.S_IMODE(st.st_mode) & 0o077:
-        return
-    nfd = open_private_dir(dir_fd, NOTIFY_DIR, NOTIFY_DIR, create=False, strict=strict)
-    try:
-        for name in os.listdir(nfd):
-            label = "%s/%s" % (NOTIFY_DIR, name)
-            sub = _lstat(nfd, name)
-            if sub is not None and stat.S_ISDIR(sub.st_mode):
-                qfd = open_private_dir(nfd, name, label, create=False, strict=strict)
-                try:
-                    for ticket in os.listdir(qfd):
-                        check_entry(qfd, ticket, "%s/%s" % (label, ticket), "file", strict)
-                finally:
-                    os.close(qfd)
-            else:
-                check_entry(nfd, name, label, "file", strict)
-    finally:
-        os.close(nfd)
 
 
 def open_private_dir(dir_fd, name, label, create=True, strict=True):
@@ -542,292 +471,13 @@ def open_private_file(dir_fd, name, label, flags=os.O_RDWR, exclusive=False):
     return f
 
 
-def _make_file(dir_fd, name, fill, durable):
-    """Make the store file ``name`` if it is missing: made complete under
-    a temporary name by ``fill(fd, temporary name)``, then hard-linked
-    into place, so that no process sees it half made.  If another
-    process linked its own first, theirs stands."""
-    if _lstat(dir_fd, name) is not None:
-        return
-    _sweep(dir_fd, name)
-    tmp = "%s%s%d-%d" % (name, TEMP_MARK, os.getpid(), time.monotonic_ns())
-    f = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-    try:
-        if stat.S_IMODE(os.fstat(f).st_mode) != 0o600:
-            os.fchmod(f, 0o600)
-        fill(f, tmp)
-        try:
-            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except FileExistsError:
-            pass
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
-                raise
-            if _lstat(dir_fd, name) is None:       # no hard links here
-                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        if durable:
-            os.fsync(dir_fd)
-    finally:
-        os.close(f)
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
+_ATOMIC = frozenset(("STALE_TEMP_S", "temp_file", "sweep_temp", "AtomicFile", "write_atomically"))
 
 
-def _fill_lock(fd, name):
-    """Allocate the whole lock file, so that LMDB never writes through
-    its shared mapping into a page the file system must still find
-    room for (SIGBUS on a full disk)."""
-    try:
-        os.posix_fallocate(fd, 0, LOCK_SIZE)
-        return
-    except AttributeError:              # not on this system
-        pass
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            raise
-    os.pwrite(fd, bytes(LOCK_SIZE), 0)  # a new file nobody else has open
-
-
-def _being_made(dir_fd, name, st):
-    """Whether the second link of ``name`` is only the temporary name
-    ``_make_file`` removes right after linking: wait a moment for it to
-    go (remove it if the process that made it is gone)."""
-    for _ in range(100):
-        _sweep(dir_fd, name)
-        now = _lstat(dir_fd, name)
-        if now is None or now.st_ino != st.st_ino:
-            return False
-        if now.st_nlink == 1:
-            return True
-        time.sleep(0.001)
-    return False
-
-
-def _sweep(dir_fd, name):
-    """Remove the temporary files of ``name`` whose maker is gone (killed
-    while making it)."""
-    prefix = name + TEMP_MARK
-    for other in os.listdir(dir_fd):
-        if other.startswith(prefix):
-            try:
-                os.kill(int(other[len(prefix):].split("-", 1)[0]), 0)
-            except ProcessLookupError:
-                try:
-                    os.unlink(other, dir_fd=dir_fd)
-                except OSError:
-                    pass
-            except (ValueError, OSError):
-                pass
-
-
-def _disk_full(e, path):
-    """"no space left on device" (or "disk quota exceeded") if the error
-    ``e`` (OSError or lmdb.Error) says the file system holding ``path``
-    is full, else None.  LMDB reports a short write as EIO: that counts
-    when the file system has next to no space left."""
-    code = getattr(e, "errno", None)
-    text = str(e)
-    if code == errno.ENOSPC or os.strerror(errno.ENOSPC) in text:
-        return "no space left on device"
-    if code == errno.EDQUOT or os.strerror(errno.EDQUOT) in text:
-        return "disk quota exceeded"
-    if code == errno.EIO or os.strerror(errno.EIO) in text:
-        p = os.path.abspath(path)
-        while True:
-            try:
-                st = os.statvfs(p)
-                break
-            except OSError:
-                if os.path.dirname(p) == p:
-                    return None
-                p = os.path.dirname(p)
-        free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
-        if free < LOW_SPACE:
-            return "no space left on device"
-    return None
-
-
-# ============================================ temporary files, atomic writes
-
-STALE_TEMP_S = 3600      # a temporary file untouched this long is left over
-
-
-def temp_file(d, prefix, suffix):
-    """``tempfile.mkstemp`` in the directory ``d``, named
-    ``<prefix><pid>-<random><suffix>`` (O_EXCL, 0600), after removing
-    the left-overs of killed runs (``sweep_temp``).  Returns (fd, path)."""
-    import tempfile  # (not at import: it imports random and re, off the one-shot path)
-    sweep_temp(d, prefix, suffix)
-    return tempfile.mkstemp(prefix="%s%d-" % (prefix, os.getpid()), suffix=suffix, dir=d)
-
-
-def sweep_temp(d, prefix, suffix, now=None):
-    """Remove from ``d`` the temporary files of xs runs that were killed
-    (``xs save FILE``, ``xs restore -``, ``xs export -o FILE``): only
-    names xs itself makes (``temp_file``, or ``<prefix><8 random><suffix>``
-    from an older xs), only regular files of this user, never through a
-    link, and only if the process named in the file name is gone or the
-    file has not been written to for STALE_TEMP_S seconds.  Best
-    effort: returns the names removed."""
-    import re
-    import stat
-    pat = re.compile(re.escape(prefix) + r"(?:([0-9]{1,10})-)?[a-z0-9_]{8}" + re.escape(suffix) + r"\Z")
-    removed: list = []
-    try:
-        dfd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return removed
-    try:
-        now = time.time() if now is None else now
-        euid = os.geteuid()
-        for name in os.listdir(dfd):
-            m = pat.match(name)
-            if m is None:
-                continue
-            try:
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != euid:
-                continue
-            stale = now - st.st_mtime > STALE_TEMP_S
-            if not stale and m.group(1) is not None:
-                stale = _gone(int(m.group(1)))
-            if stale:
-                try:
-                    os.unlink(name, dir_fd=dfd)
-                    removed.append(name)
-                except OSError:
-                    pass
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-    return removed
-
-
-def _gone(pid):
-    """Whether no process ``pid`` exists (ours is never gone)."""
-    if pid == os.getpid() or not 0 < pid < (1 << 31):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        pass
-    return False
-
-
-class AtomicFile:
-    """``with AtomicFile(path) as f``: a file that becomes ``path`` when
-    the block ends without an exception, atomically, and never existed
-    otherwise -- the one way xs replaces a file (snapshots, RDB files,
-    xs export -o, the archive's manifest).  It is written through a
-    temporary file of an unpredictable name made exclusively in
-    ``path``'s directory (``temp_file``: O_EXCL, 0600, so no link planted
-    there is followed and two writers never share one), flushed, given
-    its mode, fsynced, renamed over ``path``, and the directory fsynced;
-    on any failure the temporary file is removed and ``path`` is as it
-    was.
-
-    ``mode``: an int (exactly that), None (as made: 0600, or what
-    ``make_temp`` gave it) or "inherit" (the mode of the file it
-    replaces, else 0666 less the umask, as ``> path`` would); ``text``:
-    a UTF-8 text file with "\n" newlines; ``dir_fd``: ``path`` is a
-    name in that open directory, reached through it; ``make_temp``: a
-    callable giving (fd, temporary name) instead of ``temp_file`` (the
-    archive's, which checks what it opens)."""
-
-    def __init__(self, path, mode=None, text=False, dir_fd=None, make_temp=None):
-        self.path, self.mode, self.text, self.dir_fd = path, mode, text, dir_fd
-        self.make_temp = make_temp
-        self.tmp: "Any" = None       # the temporary file's name while it exists
-        self.file: "Any" = None      # its file object while open
-
-    def __enter__(self):
-        if self.make_temp is not None:
-            fd, self.tmp = self.make_temp()
-        else:
-            d, base = os.path.split(os.path.abspath(self.path))
-            fd, self.tmp = temp_file(d, ".%s." % base, ".tmp")
-        try:
-            self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n") if self.text else os.fdopen(fd, "wb")
-        except BaseException:
-            os.close(fd)
-            self._discard()
-            raise
-        return self.file
-
-    def __exit__(self, kind, value, tb):
-        if kind is not None:
-            self._discard()
-            return False
-        try:
-            f = self.file
-            f.flush()
-            mode = self._mode()
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-            f.close()
-            if self.dir_fd is None:
-                os.replace(self.tmp, self.path)
-            else:
-                os.replace(self.tmp, self.path, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
-            self.tmp = None
-            self._fsync_dir()
-        except BaseException:
-            self._discard()
-            raise
-        return False
-
-    def _mode(self):
-        if self.mode != "inherit":
-            return self.mode
-        try:
-            st = os.stat(self.path, dir_fd=self.dir_fd)
-            if stat.S_ISREG(st.st_mode):
-                return stat.S_IMODE(st.st_mode) & 0o777
-        except OSError:
-            pass
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-    def _fsync_dir(self):
-        if self.dir_fd is not None:
-            os.fsync(self.dir_fd)
-            return
-        try:
-            dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(dfd)
-        except OSError:
-            pass
-        finally:
-            os.close(dfd)
-
-    def _discard(self):
-        if self.file is not None:
-            try:
-                self.file.close()
-            except OSError:
-                pass
-        if self.tmp is not None:
-            try:
-                os.unlink(self.tmp, dir_fd=self.dir_fd)
-            except OSError:
-                pass
-            self.tmp = None
-
-
-def write_atomically(path, write, **options):
-    """``write(f)`` into an AtomicFile of ``path`` (``options``: its
-    mode, text, dir_fd, make_temp); ``write``'s result."""
-    with AtomicFile(path, **options) as f:
-        return write(f)
+def __getattr__(name: str) -> object:
+    """storage.atomicfile's names, imported on first use (as the package
+    gives ``storage.Store``)."""
+    if name in _ATOMIC:
+        from storage import atomicfile
+        return getattr(atomicfile, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

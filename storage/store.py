@@ -13,73 +13,11 @@ is refused; an older one is migrated (storage.migrate) in the same
 write transaction that opens it, under LMDB's write lock, so it happens
 once, whoever opens the store first.
 
-LMDB settings, chosen here and only here:
-  sync=True, metasync=True  durable on commit (the default).  With
-                            ``durable=False`` (``--no-sync`` / XS_NO_SYNC)
-                            commits skip fsync: a crash of the *machine*
-                            may lose the last commits, never corrupt the
-                            store; a crash of xs alone loses nothing.
-  writemap=False            a stray pointer cannot scribble on the file,
-                            and nested transactions (savepoints) work.
-  lock=True                 many processes share one store.
-  max_dbs                   the fixed set in ``codec.DATABASES``.
-  map_size                  1 GiB of address space to start (the file
-                            grows only as data is written), doubled on
-                            demand.
-  max_readers               510 (a 32 KiB lock file).
-
-Private files (SPEC §4).  A store is its owner's alone: the directory and
-every directory in it are 0700, every file 0600, whatever the umask
-(files are created by xs with O_EXCL | O_NOFOLLOW and their mode set
-exactly; LMDB only ever opens files that already exist).  Opening a
-store refuses, with a one-line reason, a store directory owned by
-another user, and any entry inside it (data.mdb, lock.mdb, notify/, its
-files and queue directories) that is a symbolic link, a hard link, not
-of the expected kind or owned by another user; nothing inside a store
-is ever reached through a link.  Once the directory is checked to be
-ours and made 0700, nobody else can add, remove or replace entries in
-it, so checks made at open stay true.  A store made by an older xs
-(modes from the umask) is made private when it is opened.
-
-The path the user gives is the user's own business: its parent
-directories may be symbolic links (/tmp -> /private/tmp), and so may the
-store directory itself, if the link belongs to the user.  LMDB opens
-the files through /proc/self/fd/N, the directory that was checked, so
-the path cannot be switched between the check and the open.
-
-The store lock.  Every Store holds ``<store>/lock`` (0600) with a shared
-flock(2) from before it looks at data.mdb until its environment is
-closed (read-only opens too); ``xs compact`` (storage.ops.compact) holds it
-exclusively while it replaces data.mdb with a compacted copy, so no
-process ever keeps writing to a replaced file.  An open waits while a
-compaction runs.  Cost: one open and two lock calls per open.
-
-Creating a store cannot leave half a store behind, nor die of SIGBUS on
-a full disk: data.mdb is made complete (its named databases and format
-version committed) under a temporary name by a lock-free LMDB
-environment, and lock.mdb is allocated in full (posix_fallocate; LMDB
-would extend it sparsely and then write it through a shared mapping,
-which a full file system answers with SIGBUS); each is then hard-linked
-into place, so another process sees either no file or a complete one.
-A full disk is reported as such ("no space left on device while ...");
-LMDB reports a short write as EIO, which counts as a full disk when the
-file system has next to no space left.
-
-After fork().  A child inherits its parent's environments, but LMDB's
-locks (fcntl, per process) and reader slots (marked with the parent's
-pid) do not come along: the child must open the store anew and must
-never close an inherited environment, because closing aborts its
-transactions, and an aborted read transaction frees the *parent's*
-reader slot in the shared lock file (a writer may then reuse the pages
-the parent is reading).  So a Store remembers the pid that opened it:
-``close`` in another process lets go of its files and leaves the
-environment alone (referenced in ``_INHERITED``; py-lmdb's own
-finaliser does nothing in a process that did not open it).  And
-py-lmdb 3 refuses to open "an environment already open in this
-process", keyed by the files' device and inode in a set that fork
-copies; in a forked process the new environment is registered under
-keys qualified by the child's pid (``_open_env``), which keeps the
-guard for two opens in the child itself.
+Opening it -- the directory and every file in it checked and private,
+the store lock, data.mdb and lock.mdb made complete, the LMDB settings
+(chosen in one place), the environments a forked child inherits -- is
+storage.opening's (its docstring: "Private files", "The store lock",
+"After fork()"); the rule and the locks themselves, storage.files'.
 """
 import _thread
 import os
@@ -91,7 +29,6 @@ from storage import codec
 from storage.blocking import notify
 from storage.codec.changes import META_CHANGELOG
 from storage.files import (  # noqa: F401 (re-exported: storage.store's names before storage.files)
-    MAX_READERS,
     STORE_LOCK,
     NeedsWriteAccess,
     NoSuchStore,
@@ -99,67 +36,34 @@ from storage.files import (  # noqa: F401 (re-exported: storage.store's names be
     ReadOnlyStore,
     StoreError,
     UnsafeEntry,
-    _disk_full,
-    _fill_lock,
-    _make_file,
-    _mark_writer,
-    _no_writer,
-    _pinned,
-    _read_only,
-    _store_dir,
     aside_requested,
-    check_entry,
-    check_notify_dir,
     hold_write,
     make_private_file,
     open_private_dir,
     release_write,
     take_store_lock,
 )
+from storage.opening import (  # noqa: F401 (re-exported: storage.store's names before storage.opening)
+    _INHERITED,
+    INITIAL_MAP,
+    MAX_DBS,
+    MAX_READERS,
+    _come_back,
+    _disk_full,
+    _lmdb_reason,
+    _open_env,
+    _reason,
+    check_entry,
+    check_notify_dir,
+)
 from storage.txn import Retry, StoreFailure, Txn
-
-_INHERITED: "list" = []        # environments a forked child got from its parent: never closed here
-_forked = False                # this process is a fork() child (of a process that may hold stores)
-_fork_open = _thread.allocate_lock()   # _thread: threading is 2 ms off the one-shot path
-
-
-def _after_fork() -> None:
-    global _forked, _fork_open
-    _forked = True
-    _fork_open = _thread.allocate_lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
-
-
-def _lmdb_open(path: str, **kwargs: "Any") -> "Any":
-    """``lmdb.open``; in a forked child, beside the environments of the
-    same files inherited from the parent (see the module's text)."""
-    if not _forked:
-        return lmdb.open(path, **kwargs)
-    try:
-        from lmdb import _envid  # py-lmdb >= 3: the guard's keys
-    except ImportError:
-        return lmdb.open(path, **kwargs)      # older py-lmdb: no guard across fork
-    with _fork_open:
-        keys = _envid.env_keys
-        pid = os.getpid()
-        _envid.env_keys = lambda p, subdir: tuple(("forked", pid) + k for k in keys(p, subdir))
-        try:
-            return lmdb.open(path, **kwargs)
-        finally:
-            _envid.env_keys = keys
 
 if False:  # typing only (not imported at run time)
     from typing import Any, Callable, Dict, Literal, Optional, TypeVar
 
     T = TypeVar("T")
 
-INITIAL_MAP = 1 << 30
-MAX_DBS = len(codec.DATABASES) + 2
 READER_CHECK_S = 10.0     # a long-running process clears dead readers' slots this often
-_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 class Store:
@@ -189,7 +93,7 @@ class Store:
         self.created = False      # this open made the store (there was no data.mdb)
         self.pid = os.getpid()    # the process whose environment this is (see "After fork()")
         self._writing: list = [_thread.allocate_lock(), None, 0]   # the write lock: gate, owner thread, depth
-        self.env = self._open_env(create and not readonly)
+        self.env = _open_env(self, create and not readonly)
         self.dbs: Dict[bytes, Any] = {}       # name -> LMDB database handle (codec.DATABASES)
         while True:
             try:
@@ -216,87 +120,6 @@ class Store:
                 if full:
                     raise StoreError("%s while opening store %s (nothing was written)" % (full, path))
                 raise StoreError("cannot open store %s: %s" % (path, _lmdb_reason(e)))
-
-    def _open_env(self, create):
-        """Open (with ``create``, make) the store directory and its files,
-        checked and private, then the LMDB environment on them."""
-        path = self.path
-        made = False          # this call made the store directory
-        creating = False      # ... or is making data.mdb
-        try:
-            self.dir_fd, made = _store_dir(path, create, not self.readonly)
-            fd = self.dir_fd
-            self.root = _pinned(fd, path)
-            if self._shared_lock:
-                self.lock_fd = take_store_lock(fd)
-            strict = not self.readonly
-            data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
-            lock = check_entry(fd, "lock.mdb", "lock.mdb", "file", strict)
-            check_notify_dir(fd, strict)
-            why = _read_only(fd) if data is not None else None
-            if why and not self.readonly:
-                raise ReadOnlyStore(path, why)
-            lockless = bool(why)
-            if lockless:
-                _no_writer(self.lock_fd, path, why)
-            elif not self.readonly:
-                _mark_writer(self.lock_fd)
-            if create and data is None:
-                creating = True
-                _make_file(fd, "data.mdb", self._fill_data, self.durable)
-                self.created = True
-            if lock is None and (create or data is not None):
-                try:
-                    _make_file(fd, "lock.mdb", _fill_lock, self.durable)
-                except OSError:
-                    if create:
-                        raise
-            return _lmdb_open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
-                             metasync=self.durable, writemap=False, lock=not lockless, readonly=self.readonly,
-                             create=create, max_readers=MAX_READERS, mode=0o600)
-        except BaseException as e:
-            self._close_dir()
-            if made:
-                try:
-                    os.rmdir(path)      # only if still empty: nothing is left behind
-                except OSError:
-                    pass
-            if isinstance(e, (StoreError, KeyboardInterrupt, SystemExit)):
-                raise
-            raise self._open_error(e, made or creating)
-
-    def _open_error(self, e, creating):
-        """The StoreError for a failure ``e`` while opening the store."""
-        path = self.path
-        if isinstance(e, UnsafeEntry):
-            return StoreError("refusing to open store %s: %s" % (path, e))
-        full = _disk_full(e, path)
-        if full:
-            return StoreError("%s while %s store %s (nothing was written)"
-                              % (full, "creating" if creating else "opening", path))
-        if isinstance(e, NotADirectoryError):
-            return StoreError("cannot open store %s: a path component is not a directory" % path)
-        if isinstance(e, PermissionError):
-            return StoreError("cannot open store %s: permission denied" % path)
-        if isinstance(e, lmdb.Error):
-            return StoreError("cannot open store %s: %s" % (path, _lmdb_reason(e)))
-        if isinstance(e, OSError):
-            return StoreError("cannot open store %s: %s" % (path, e.strerror or e))
-        return e
-
-    def _fill_data(self, fd, name):
-        """Make the temporary file ``name`` a complete, empty store:
-        its named databases and its format version, committed."""
-        env = lmdb.open("%s/%s" % (self.root, name), subdir=False, lock=False, map_size=INITIAL_MAP,
-                        max_dbs=MAX_DBS, sync=self.durable, metasync=self.durable, writemap=False,
-                        mode=0o600)
-        try:
-            with env.begin(write=True) as t:
-                for db in codec.DATABASES:
-                    env.open_db(db, txn=t)
-                t.put(codec.META_FORMAT, codec.encode_count(codec.FORMAT_VERSION), db=env.open_db(b"meta", txn=t))
-        finally:
-            env.close()
 
     def _open_dbs(self):
         """Open the named databases; create, check or migrate the format."""
@@ -484,7 +307,7 @@ class Store:
         self.pid = os.getpid()
         self._writing = [_thread.allocate_lock(), None, 0]   # the parent's threads are not here
         self.dbs = {}
-        self.env = self._open_env(False)
+        self.env = _open_env(self, False)
         self._open_dbs()
 
     # ------------------------------------------------- stepping aside (xs compact)
@@ -614,70 +437,3 @@ def _logging(store: Store, lt: "Any") -> "Any":
         return lt
     from storage.changelog import logged
     return logged(store, lt, raw)
-
-
-def _come_back(self: Store, after_aside: bool) -> None:
-    """Open ``self``'s environment again in the kept directory
-    (Store.step_aside)."""
-    fd = self.dir_fd
-    if fd is None:
-        raise StoreError("the store is closed")
-    if self.lock_fd is None and self._shared_lock:
-        self.lock_fd = take_store_lock(fd, after_aside=after_aside)
-    strict = not self.readonly
-    data = check_entry(fd, "data.mdb", "data.mdb", "file", strict)
-    if data is None:
-        raise StoreError("data.mdb is gone")
-    if check_entry(fd, "lock.mdb", "lock.mdb", "file", strict) is None:
-        _make_file(fd, "lock.mdb", _fill_lock, self.durable)
-    why = _read_only(fd)
-    if why and not self.readonly:
-        raise ReadOnlyStore(self.path, why)
-    lockless = bool(why)
-    if lockless:
-        _no_writer(self.lock_fd, self.path, why)
-    elif not self.readonly:
-        _mark_writer(self.lock_fd)
-    self.env = _lmdb_open(self.root, map_size=_headroom(data), max_dbs=MAX_DBS, sync=self.durable,
-                          metasync=self.durable, writemap=False, lock=not lockless, readonly=self.readonly,
-                          create=False, max_readers=MAX_READERS, mode=0o600)
-    self.dbs = {}
-    while True:
-        try:
-            self._open_dbs()
-            break
-        except lmdb.MapResizedError:
-            self.env.set_mapsize(0)
-        except lmdb.MapFullError:
-            self.env.set_mapsize(self.env.info()["map_size"] * 2)
-    self._broken = None
-    self.check_readers(force=True)
-
-
-def _headroom(data_stat):
-    """The map size to open with: twice the data file (address space is
-    free on 64-bit), at least INITIAL_MAP, so that a process opening a
-    big store does not fail its first write with "map full" and redo it."""
-    size = data_stat.st_size if data_stat is not None else 0
-    want = max(INITIAL_MAP, 2 * size)
-    return (want + INITIAL_MAP - 1) // INITIAL_MAP * INITIAL_MAP if want > INITIAL_MAP else want
-
-
-def _reason(e, path):
-    """A failure to open the store again (Store.step_aside), in words."""
-    if isinstance(e, StoreError):
-        text = str(e)
-        return text.replace("cannot open store %s: " % path, "")
-    if isinstance(e, UnsafeEntry):
-        return "refusing it: %s" % e
-    full = _disk_full(e, path)
-    if full:
-        return full
-    if isinstance(e, lmdb.Error):
-        return _lmdb_reason(e)
-    return getattr(e, "strerror", None) or str(e)
-
-
-def _lmdb_reason(e):
-    text = str(e)
-    return text.split(": ", 1)[-1] if ": " in text else text

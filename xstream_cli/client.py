@@ -470,7 +470,7 @@ _inherited = []               # a forked child's hosts from its parent: kept, ne
 def _forget():
     """In a forked child: the parent's server thread did not come along,
     and its store's environment must not be used or closed here
-    (storage.store, "After fork()"); the child makes its own host on
+    (storage.opening, "After fork()"); the child makes its own host on
     first use, beside the parent's, which stays referenced."""
     global _lock
     _inherited.extend(_hosts.values())

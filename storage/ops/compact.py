@@ -109,7 +109,7 @@ at any point leaves either the old data.mdb or the complete new one;
 its temporary file is removed by the next compaction.  The copy keeps
 everything in the file: every named database, the format version.  The
 map size needs nothing: a store is opened with headroom computed from
-the size of its data file (storage.store._headroom).
+the size of its data file (storage.opening._headroom).
 """
 import errno
 import fcntl

@@ -1,7 +1,7 @@
 """More chaos (issue 14): SIGKILL at random moments of ``xs restore`` and
 of map growth, and a disk that fills up while producers and consumers
 run.  After every kill the store opens, answers and passes the
-consistency check (tests._helpers.check_pel_indexes).
+consistency check (tests.harness.stores.check_pel_indexes).
 
   * restore: a store holding content A; ``xs restore --replace`` of a
     snapshot B (60k entries, a group with pending entries) is killed at
@@ -11,7 +11,7 @@ consistency check (tests._helpers.check_pel_indexes).
     next run.  Some runs start with a 1 MiB map so that the restore
     grows it (a grow restarts the transaction) while it may be killed.
   * map growth: script-mode writers add 256 KiB entries to a store whose
-    map starts at 1 MiB (storage.store.INITIAL_MAP patched in the
+    map starts at 1 MiB (storage.opening.INITIAL_MAP patched in the
     launcher, the product's own entry point otherwise), so that it grows
     many times; writers are killed at random; every XADD whose reply was
     read is there afterwards, and one-shot readers running meanwhile
@@ -37,7 +37,7 @@ import threading
 import time
 
 from storage.store import Store
-from tests._helpers import check_pel_indexes, dump
+from tests.harness.stores import check_pel_indexes, dump
 from tests.system.test_chaos import EVERYTHING, ROOT, SEED, XS, Role
 from tests.system.test_hardening import fill, one_line_error, small_fs  # noqa: F401 (small_fs: a fixture)
 
@@ -48,8 +48,9 @@ SMALL_MAP = 1 << 20
 # ``xs`` itself, with the map starting at SMALL_MAP instead of 1 GiB
 XS_SMALL_MAP = [sys.executable, "-c",
                 "import os, runpy, sys\n"
+                "import storage.opening\n"
                 "import storage.store as st\n"
-                "st.INITIAL_MAP = %d\n"
+                "storage.opening.INITIAL_MAP = %d\n"
                 "log = os.environ.get('XS_TEST_GROW_LOG')\n"
                 "if log:\n"
                 "    # count the map growths (and adoptions of another process's) done\n"

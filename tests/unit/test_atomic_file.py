@@ -1,12 +1,13 @@
-"""storage.files.AtomicFile, the one way xs replaces a file: the new
-content appears whole or not at all, no temporary file is left either
-way, and the mode is exact, private, or the replaced file's."""
+"""storage.atomicfile.AtomicFile (storage.files.AtomicFile too), the one
+way xs replaces a file: the new content appears whole or not at all, no
+temporary file is left either way, and the mode is exact, private, or
+the replaced file's."""
 import os
 import stat
 
 import pytest
 
-from storage.files import AtomicFile, write_atomically
+from storage.atomicfile import AtomicFile, write_atomically
 
 
 def test_the_new_content_replaces_the_file_whole_and_private(tmp_path):
