@@ -488,7 +488,7 @@ def dump_nacked(group):
 # ---------------------------------------------------------------- script mode
 
 def line_too_long(n, limit):
-    """A script line longer than the limit (xstream_cli.execution.session.MAX_LINE_BYTES)."""
+    """A script line longer than the limit (xstream_cli.execution.script.MAX_LINE_BYTES)."""
     if limit % (1 << 20) == 0:
         lim = "%d MB" % (limit >> 20)
     else:

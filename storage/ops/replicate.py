@@ -1,180 +1,42 @@
-"""Continuous replication to a directory and point-in-time restore
-(``xs replicate --to DIR``, ``xs restore --from DIR``; issue 41).  No
-click, no rich.  The layout of DIR is described in docs/replication.md:
+"""Continuous replication to a directory (``xs replicate --to DIR``;
+issue 41).  No click, no rich.  The directory's layout is
+storage.ops.replica_dir's (docs/replication.md); the restore from it,
+storage.ops.replica_restore's.
 
-    DIR/lock                       flock'd by the one live replicator
-    DIR/replica.json               {"version": 1, "id": ...}: the replica's
-                                   registration in the store
-    DIR/gen-00000001/gen.json      {"log", "gen", "seq", "time", ...}
-    DIR/gen-00000001/base.mdb      a compacting copy of data.mdb as of
-                                   commit ``seq``
-    DIR/gen-00000001/seg-<first seq, 20 digits>.log
-                                   the change log's records after it, as
-                                   frames (storage.codec.changes)
-    DIR/gen-00000002/...           the next generation (a newer base)
-
-A generation is made under ``gen-N.tmp`` and renamed into place once
-its base and gen.json are written and synced, so a generation is there
-whole or not at all.  Segments are appended and fsync'd as records are
-read from the store, within a second of their commits; the replica's
-position is acknowledged to the store (storage.changelog.ack, which
-trims the log behind it) only after that sync.  So a replicator killed
+Segments are appended and fsync'd as records are read from the store,
+within a second of their commits; the replica's position is
+acknowledged to the store (storage.changelog.ack, which trims the log
+behind it) only after that sync.  So a replicator killed
 at any moment resumes at the last whole frame of its last segment (a
 torn frame is cut off): the store still holds every record after it.
-
-Restoring at a commit: the newest generation whose base is at or before
-it, its base copied to a private temporary store, the records up to it
-replayed (storage.changelog.apply), then the result loaded into the
-target store in one transaction through the snapshot load path
-(storage.ops.snapshot), with its settings.
 """
 import fcntl
-import json
 import os
-import re
-import shutil
-import stat
-import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from storage import changelog
 from storage.codec import changes
+from storage.ops.replica_dir import (
+    Generation,
+    ReplicaError,
+    _listdir,
+    _private_dir,
+    _read_file,
+    _read_json,
+    _rmtree,
+    _write_json,
+    generations,
+)
+from storage.ops.replica_restore import build, catalog, restore_at
+
+# the restore's names too: xs restore --from imports them from here
+__all__ = ["ACK_S", "BATCH_BYTES", "SEGMENT_BYTES", "ReplicaError", "Replicator", "build", "catalog", "forget",
+           "restore_at", "status"]
 
 SEGMENT_BYTES = 64 << 20        # a segment file is closed past this size
 ACK_S = 1.0                     # the position is acknowledged to the store at most this often
 BATCH_BYTES = 8 << 20           # records read from the store per round
-_GEN = re.compile(r"gen-(\d{8})\Z")
-_SEG = re.compile(r"seg-(\d{20})\.log\Z")
-
-
-class ReplicaError(Exception):
-    """A one-line reason (exit 1)."""
-
-
-# ================================================================ DIR
-
-def _private_dir(path, create):
-    """Check (or make) the replica directory: a directory of this user's
-    that nobody else may read.  Returns its descriptor."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        if not create:
-            raise ReplicaError("%s: no such replica directory" % path)
-        try:
-            os.mkdir(path, 0o700)
-        except OSError as e:
-            raise ReplicaError("cannot make %s: %s" % (path, e.strerror or e))
-        os.chmod(path, 0o700)
-        st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ReplicaError("%s is not a directory" % path)
-    if st.st_uid != os.geteuid():
-        raise ReplicaError("%s belongs to another user" % path)
-    if st.st_mode & 0o077:
-        raise ReplicaError("%s may be read or written by others (mode %o): a replica holds the whole store; "
-                           "chmod 700 it first" % (path, stat.S_IMODE(st.st_mode)))
-    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-
-def _write_json(dfd, name, doc):
-    tmp = name + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, json.dumps(doc, sort_keys=True).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    os.fsync(dfd)
-
-
-def _read_json(dfd, name):
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            doc = json.loads(f.read(1 << 20))
-        except ValueError:
-            return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _rmtree(dfd, name):
-    try:
-        shutil.rmtree(name, dir_fd=dfd)
-    except FileNotFoundError:
-        pass
-
-
-class Generation:
-    """One generation of a replica directory: ``n``, its gen.json
-    (``doc``: log, gen, seq, time, commit_time) and its segments
-    [(first seq, name)]."""
-
-    def __init__(self, dfd, name, n):
-        self.name, self.n = name, n
-        self.doc = _read_json_at(dfd, name, "gen.json") or {}
-        self.segments = sorted((int(m.group(1)), f) for f in _listdir(dfd, name) if (m := _SEG.match(f)))
-
-    @property
-    def seq(self):
-        return int(self.doc.get("seq", 0))
-
-    def frames(self, dfd, upto=None):
-        """(seq, time_ms, payload) of every whole frame of its segments."""
-        for _, f in self.segments:
-            buf = _read_file(dfd, self.name + "/" + f)
-            for seq, t, payload, _ in changes.frames(buf):
-                if upto is not None and seq > upto:
-                    return
-                yield seq, t, payload
-
-
-def _listdir(dfd, name):
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return []
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
-
-
-def _read_json_at(dfd, sub, name):
-    try:
-        fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return None
-    try:
-        return _read_json(fd, name)
-    finally:
-        os.close(fd)
-
-
-def _read_file(dfd, rel):
-    fd = os.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
-
-
-def generations(dfd):
-    """The whole generations of the directory, oldest first."""
-    out = []
-    for name in _listdir(dfd, "."):
-        m = _GEN.match(name)
-        if m:
-            g = Generation(dfd, name, int(m.group(1)))
-            if g.doc and os.path.exists("/proc/self/fd/%d/%s/base.mdb" % (dfd, name)):
-                out.append(g)
-    return sorted(out, key=lambda g: g.n)
 
 
 # ========================================================== replicator
@@ -523,164 +385,3 @@ def status(store, path=None):
                                 "lag_seconds": 0.0 if not behind else
                                 (max(0.0, (now - first) / 1000.0) if first is not None else None)})
     return out
-
-
-# ============================================================ restore
-
-def catalog(path):
-    """The range a replica directory can restore: one dict per
-    generation {n, first_seq, first_time, last_seq, last_time}."""
-    dfd = _private_dir(path, False)
-    try:
-        out = []
-        for g in generations(dfd):
-            first = (g.seq, int(g.doc.get("commit_time", g.doc.get("time", 0))))
-            last = first
-            for seq, t, _ in g.frames(dfd):
-                last = (seq, t)
-            out.append({"generation": g.n, "first_seq": first[0], "first_time": first[1],
-                        "last_seq": last[0], "last_time": last[1], "follows": bool(g.doc.get("follows"))})
-        return out
-    finally:
-        os.close(dfd)
-
-
-def _pick(dfd, at_ms, at_seq):
-    """(generation, the commit to restore) for --at / --at-id / latest."""
-    gens = generations(dfd)
-    if not gens:
-        raise ReplicaError("the replica directory holds no generation yet")
-    spans = []            # (generation, [(seq, time)] it can restore, base first)
-    for g in gens:
-        pts = [(g.seq, int(g.doc.get("commit_time", g.doc.get("time", 0))))]
-        pts += [(seq, t) for seq, t, _ in g.frames(dfd) if seq > g.seq]
-        spans.append((g, pts))
-    if at_seq is None and at_ms is None:
-        g, pts = spans[-1]
-        return g, pts[-1][0]
-    if at_seq is None:
-        known = {}
-        for _, pts in spans:
-            for seq, t in pts:
-                known[seq] = t
-        below = [seq for seq, t in known.items() if t <= at_ms]
-        if not below:
-            raise ReplicaError("nothing to restore at that time: the replica starts later (%s)" % catalog_text(dfd))
-        at_seq = max(below)
-        if at_seq != max(known) and at_seq + 1 not in known:
-            raise ReplicaError("that time falls in a gap of the replica (after commit %d, commits it never got: "
-                               "it fell behind and took a full copy); restorable: %s" % (at_seq, catalog_text(dfd)))
-    for g, pts in reversed(spans):
-        if pts[0][0] <= at_seq <= pts[-1][0]:
-            return g, at_seq
-    raise ReplicaError("commit %d is not in the replica (%s)" % (at_seq, catalog_text(dfd)))
-
-
-def catalog_text(dfd):
-    gens = generations(dfd)
-    parts = []
-    for g in gens:
-        last = g.seq
-        for seq, _, _ in g.frames(dfd):
-            last = seq
-        parts.append("commits %d..%d" % (g.seq, last))
-    return "; ".join(parts) or "empty"
-
-
-def build(path, work, at_ms=None, at_seq=None):
-    """Make the store as it was at the chosen commit in the private
-    directory ``work`` (a new store: its base copied, the records
-    replayed).  Returns (the store, the commit, its time)."""
-    from storage.parts.kv import KV
-    from storage.store import Store
-    dfd = _private_dir(path, False)
-    try:
-        g, upto = _pick(dfd, at_ms, at_seq)
-        os.makedirs(work, 0o700, exist_ok=True)
-        src = os.open(g.name + "/base.mdb", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-        dst = os.open(os.path.join(work, "data.mdb"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            while os.sendfile(dst, src, None, 1 << 24) > 0:
-                pass
-        finally:
-            os.close(src)
-            os.close(dst)
-        store = Store(work, durable=False)
-        t_at = int(g.doc.get("time", 0))
-        batch: List[bytes] = []
-
-        def flush():
-            lt = store.env.begin(write=True)
-            try:
-                kv = KV(lt, store.dbs)
-                for rec in batch:
-                    changelog.apply(kv, changes.decode_record(rec)[1])
-                lt.commit()
-            except BaseException:
-                lt.abort()
-                raise
-            batch.clear()
-        size = 0
-        for seq, t, payload in g.frames(dfd, upto):
-            if seq <= g.seq:
-                continue
-            batch.append(payload)
-            size += len(payload)
-            t_at = t
-            if size > 64 << 20:
-                flush()
-                size = 0
-        flush()
-        lt = store.env.begin(write=True)
-        try:
-            changelog.forget_log(lt, store.dbs, store.env)
-            lt.commit()
-        except BaseException:
-            lt.abort()
-            raise
-        return store, upto, t_at
-    finally:
-        os.close(dfd)
-
-
-def restore_at(store, path, at_ms=None, at_seq=None, replace=False, progress=None):
-    """Restore ``store`` to the commit of replica directory ``path`` at
-    ``at_ms`` (the last commit at or before it), ``at_seq``, or the
-    latest: in one write transaction, every stream of the store replaced
-    by the restored ones (``replace``; without it the store must hold no
-    stream).  Returns (Stats, commit, its time)."""
-    from storage.ops.snapshot import SnapshotError, load_records, records, save
-    work = tempfile.mkdtemp(prefix="xs-pitr-")
-    try:
-        os.chmod(work, 0o700)
-        img, seq, t = build(path, os.path.join(work, "store"), at_ms, at_seq)
-        snap = os.path.join(work, "snap")
-        try:
-            with open(snap, "wb") as f:
-                save(img, f)
-            settings = img.run(lambda tx: tx.settings())
-        finally:
-            img.close()
-
-        def apply(tx):
-            names = tx.stream_names()
-            if names and not replace:
-                raise ReplicaError("the store holds %d stream%s: restore into a new store, or give --replace "
-                                   "(every stream is then replaced by the restored ones)"
-                                   % (len(names), "" if len(names) == 1 else "s"))
-            if names:
-                tx.delete_keys(names)
-            with open(snap, "rb") as f:
-                st = tx.load(load_records(records(f)), False)
-            tx.configure(settings)
-            return st
-        t0 = time.monotonic()
-        try:
-            st = store.run(apply, write=True)
-        except SnapshotError as e:
-            raise ReplicaError("cannot apply the restored store: %s" % e)
-        st.seconds = time.monotonic() - t0
-        st.bytes = os.path.getsize(snap)
-        return st, seq, t
-    finally:
-        shutil.rmtree(work, ignore_errors=True)

@@ -3,7 +3,7 @@ path stores: single-spaced lines, white-space-split lines and quoted
 lines all end as the same entries."""
 import pytest
 
-from xstream_cli.execution.session import _plainness
+from xstream_cli.execution.script import _plainness
 
 
 @pytest.mark.parametrize("buf,level", [

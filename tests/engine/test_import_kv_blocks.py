@@ -1,13 +1,13 @@
 """``xs import --format kv`` takes a block of simple lines (words
 separated by single spaces, each holding one "=") in C-level passes
-(storage.ops.exchange._kv_block); these tests hold it to the lines taken
+(storage.ops.line_formats._kv_block); these tests hold it to the lines taken
 one by one."""
 import io
 import random
 
 import pytest
 
-from storage.ops import exchange
+from storage.ops import exchange, line_import
 from storage.options import RangeOptions
 from storage.store import Store
 
@@ -31,7 +31,7 @@ def _import(tmp_path, name, data, monkeypatch, blocks):
     store = Store(str(tmp_path / name), durable=False)
     with monkeypatch.context() as m:
         if not blocks:
-            m.setattr(exchange, "_kv_block", lambda block, joined: None)
+            m.setattr(line_import, "_kv_block", lambda block, joined: None)
         try:
             st = exchange.import_lines(store, io.BytesIO(data), fmt="kv", stream=b"s", split=bytes.split)
             got = (st.entries, st.lines)
@@ -49,8 +49,8 @@ def test_kv_blocks_import_as_their_lines_one_by_one(tmp_path, monkeypatch, seed)
     lines = _lines(rng, odd=seed % 2 == 0)                 # odd seeds: all of it through blocks
     data = b"".join(l + b"\n" for l in lines)
     taken = []
-    block = exchange._kv_block
-    monkeypatch.setattr(exchange, "_kv_block", lambda *a: taken.append(block(*a)) or taken[-1])
+    block = line_import._kv_block
+    monkeypatch.setattr(line_import, "_kv_block", lambda *a: taken.append(block(*a)) or taken[-1])
     fast = _import(tmp_path, "fast", data, monkeypatch, True)
     slow = _import(tmp_path, "slow", data, monkeypatch, False)
     assert fast == slow
@@ -60,5 +60,5 @@ def test_kv_blocks_import_as_their_lines_one_by_one(tmp_path, monkeypatch, seed)
 
 def test_a_block_with_a_word_of_two_equals_and_one_of_none_is_taken_line_by_line():
     # "==" in one word and none in another: one "=" per word on average
-    assert exchange._kv_block([b"a==b c=d e"], b"a==b c=d e") is None
-    assert exchange._kv_block([b"a=b c=d"], b"a=b c=d") == [b"a\nb\nc\nd"]
+    assert line_import._kv_block([b"a==b c=d e"], b"a==b c=d e") is None
+    assert line_import._kv_block([b"a=b c=d"], b"a=b c=d") == [b"a\nb\nc\nd"]

@@ -101,8 +101,8 @@ def _script(db, source, limit, monkeypatch, mode="raw"):
     output bytes, peak traced memory)."""
     import io
 
-    from xstream_cli.execution import session
-    monkeypatch.setattr(session, "MAX_LINE_BYTES", limit)
+    from xstream_cli.execution import script, session
+    monkeypatch.setattr(script, "MAX_LINE_BYTES", limit)
     s = session.Session(str(db), mode)
     out = io.BytesIO()
     tracemalloc.start()
@@ -471,7 +471,7 @@ def test_a_killed_restore_from_stdin_leaves_a_file_the_next_one_removes(tmp_path
 
 
 def test_only_stale_files_of_xs_own_naming_are_swept_and_links_never_followed(tmp_path):
-    from storage.files import STALE_TEMP_S, sweep_temp
+    from storage.atomicfile import STALE_TEMP_S, sweep_temp
     d = tmp_path / "d"
     d.mkdir()
     elsewhere = tmp_path / "elsewhere"

@@ -5,8 +5,11 @@ script on stdin) and the blocked read.
   plain XADDs, shared XREADGROUP/XACK runs, one savepoint per command,
   the one-by-one fallback).  Script mode and ``xs serve`` both run their
   commands through it.
-- ``session``: a store plus an output mode; single-command mode and
-  script mode.
+- ``session``: a store plus an output mode; single-command mode.
+- ``script``: script mode (commands on stdin, a batch a transaction,
+  read through storage.lines).
+- ``streamed`` and ``pages``: big reads written a page at a time as
+  they are read (``pages`` is shared with xs serve's big reads).
 - ``blocked``: XREAD / XREADGROUP ... BLOCK served over storage.blocking's
   one wait loop.
 
