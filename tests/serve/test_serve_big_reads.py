@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from storage import Store
 from storage.txn import Txn
 from xstream_cli.execution import pages
-from xstream_cli.server import engine as engine_mod
-from xstream_cli.server.engine import Engine, Job, item_for
+from xstream_cli.server import jobs as jobs_mod
+from xstream_cli.server.engine import Engine
+from xstream_cli.server.jobs import Job, item_for
 from xstream_cli.server.resp import encode, reply_end
 
 CLOCK = 1_700_000_000_000
@@ -77,7 +78,7 @@ def test_a_big_read_in_pages_answers_and_leaves_the_store_as_the_whole_read(tmp_
     for paged in (True, False):
         with monkeypatch.context() as m:
             if not paged:
-                m.setattr(engine_mod, "heavy", lambda cmd, args: False)
+                m.setattr(jobs_mod, "heavy", lambda cmd, args: False)
             store = Store(str(tmp_path_factory.mktemp("s") / "db"), durable=False)
             try:
                 _fill(store)

@@ -19,9 +19,11 @@ from storage import Store
 from storage.txn import Txn
 from tests.harness.served import Served, raw
 from xstream_cli.server import engine as engine_mod
+from xstream_cli.server import jobs as jobs_mod
 from xstream_cli.server.config import Config
 from xstream_cli.server.connection import Server
-from xstream_cli.server.engine import Engine, Job, item_for
+from xstream_cli.server.engine import Engine
+from xstream_cli.server.jobs import Job, item_for
 
 EXTRA = all(importlib.util.find_spec(m) is not None for m in ("hiredis", "uvloop"))
 
@@ -337,7 +339,7 @@ def test_a_repeated_read_is_parsed_once_and_a_bad_id_never_kept():
     assert a is not b and a.args is b.args and a.cmd is b.cmd and a.array_null and a.name == "xreadgroup"
     bad = [b"XREADGROUP", b"GROUP", b"g", b"c", b"STREAMS", b"cache-s", b"1-x"]
     assert item_for(bad).args is not item_for(bad).args
-    assert tuple(bad) not in engine_mod._parsed
+    assert tuple(bad) not in jobs_mod._parsed
 
 
 def test_a_client_left_waiting_in_a_blocked_read_is_not_waited_for(engine, monkeypatch):

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from storage import Store
 from storage.txn import Txn
-from xstream_cli.server.engine import Engine, Job, item_for
+from xstream_cli.server.engine import Engine
+from xstream_cli.server.jobs import Job, item_for
 from xstream_cli.server.resp import encode
 
 CLOCK = 1_700_000_000_000
@@ -120,7 +121,7 @@ def test_config_get_reads_the_store_through_the_engine_thread_only(tmp_path):
     from xstream_cli.server.commands import LOCAL
     from xstream_cli.server.config import Config
     from xstream_cli.server.connection import Server
-    from xstream_cli.server.engine import Item
+    from xstream_cli.server.jobs import Item
     store = Store(str(tmp_path / "db"))
     calls = []
     real = store.run

@@ -1,11 +1,17 @@
 """``xs serve``: a RESP2/RESP3 server over an xs store.
 
-- ``connection``: the asyncio server, its clients, routing commands;
+- ``connection``: the asyncio Server and its life cycle, with its parts
+  ``clients`` (a client and its protocol), ``reading`` (requests in,
+  replies out), ``routing`` (where each command runs) and ``tls``;
 - ``commands``: the connection and server commands (PING, HELLO, AUTH,
   CLIENT, INFO, CONFIG, MULTI / EXEC, WATCH ...);
 - ``config``: the settings CONFIG GET / SET see;
+- ``jobs``: what the engine runs (Item, Job);
 - ``engine``: the engine thread (group commit through the one batch
-  driver, xstream_cli.execution.batch) and blocked reads;
+  driver, xstream_cli.execution.batch) and blocked reads, with
+  ``storelock`` (one transaction of the process at a time) and
+  ``paged`` (big reads a page at a time);
+- ``stats``: INFO's counters; ``docs``: COMMAND DOCS;
 - ``resp``: the wire format (RESP2 / RESP3 parser and encoder).
 
 It runs the CLI's command table and execution layer; it never imports

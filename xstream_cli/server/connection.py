@@ -16,108 +16,44 @@ up itself (its task waits while its transport is paused), and a client
 whose unsent replies pass the output limit is disconnected, as Redis
 does with ``client-output-buffer-limit``.
 
+The ``Server`` is here: its life cycle (start, stop and drain) and its
+connections (accepted, refused, killed, gone).  Its other methods are
+in a module for each idea: a client's requests read and its replies
+written (reading.py: backpressure, the fast path), where each command
+runs (routing.py: server commands, MULTI, the hand-over of a loop
+turn's jobs to the engine), the TLS port's accepts and handshakes
+(tls.py); one connection's state and transport callbacks are clients.py.
+
 Who imports it: xstream_cli.server (``serve``).
 """
 import asyncio
-import errno
 import logging
 import os
 import socket
 import time
 
-from storage import errors
-from storage.errors import DENIED, NOAUTH, RedisError
-from xstream_cli.output.reply import Status
-from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS
+from storage.errors import DENIED
+from xstream_cli.server.clients import Client, _Protocol
 from xstream_cli.server.config import loopback
-from xstream_cli.server.engine import Engine, Item, Job, answer, item_for
-from xstream_cli.server.resp import ProtocolError, Raw, RequestParser, encode, encode_replies
+from xstream_cli.server.engine import Engine
+from xstream_cli.server.reading import Reading
+from xstream_cli.server.resp import RequestParser
+from xstream_cli.server.routing import Routing
 from xstream_cli.server.stats import Stats
+from xstream_cli.server.tls import TlsAccept, _TlsListener
 
 log = logging.getLogger("xs.serve")
 
-READ_SIZE = 1 << 16
-STEP_COMMANDS = 1024           # a client's commands taken from its buffer at a time (others go in between)
-PAUSE_BYTES = 4 << 20          # unparsed requests of a busy client beyond which its reading pauses
-QUERY_LIMIT = 1 << 30          # client-query-buffer-limit: one request may not need more
-UNAUTHED_QUERY_LIMIT = 1 << 20  # before AUTH, as redis-server: a query buffer over 1 MB closes the connection
-UNAUTHED_STEP = 64             # before AUTH: refused commands answered together (one write)
-UNAUTHED_REFUSALS = 512        # before AUTH: NOAUTH replies (about 17 KB) to one pipeline before the connection closes
 DRAIN_S = 10                   # on SIGTERM: how long commands under way may take to commit and answer
-TLS_HANDSHAKE_S = 5            # a TLS connection that has not finished its handshake by then is closed
-TLS_HANDSHAKES = 64            # TLS handshakes under way at most (the oldest is dropped for a new one)
 # modules commands import on first use (and every module of PRELOAD_PACKAGES):
 # imported at start, so that a command never needs a descriptor for an
 # import (it failed with EMFILE when connections had taken them all)
 PRELOAD = ("ctypes", "ctypes.util", "storage.glob", "storage.consumers", "storage.inotify",
-           "xstream_cli.commands.keyspace", "xstream_cli.server.docs", "xstream_cli.help",
-           "xstream_cli.execution.blocked")
+           "xstream_cli.commands.keyspace", "xstream_cli.server.docs", "xstream_cli.execution.blocked")
 PRELOAD_PACKAGES = ("storage.verbs", "storage.parts")
 
 
-class Client:
-    """One connection."""
-
-    @property
-    def authed(self):
-        return self._authed
-
-    @authed.setter
-    def authed(self, yes):
-        """Before AUTH, requests are read with Redis's small limits
-        (resp.RequestParser.unauthed)."""
-        self._authed = yes
-        self.parser.unauthed = not yes
-
-    def __init__(self, server, cid, transport, addr, laddr):
-        self.server = server
-        self.id = cid
-        self.writer = transport
-        self.addr = addr
-        self.laddr = laddr
-        self.parser = RequestParser(server.config.max_bulk, native=server.config.native)
-        self.proto = 2
-        self.name = None
-        self.lib_name = None
-        self.lib_ver = None
-        self.authed = server.config.requirepass is None
-        self.paused = False          # reading paused: its unparsed requests pile up (backpressure)
-        self.multi = None            # queued commands (argv lists) inside MULTI
-        self.multi_error = False     # a queued command was refused: EXEC aborts
-        self.watched = None          # {key: change counter} since WATCH
-        self.watch_dirty = False
-        self.created = time.monotonic()
-        self.last = self.created
-        self.last_cmd = b"NULL"        # the name of the last command, as sent
-        self.closing = False
-        self.task = None             # the task running this client's commands, while it has some
-        self.inflight = False        # a job sent by Server._pump is with the engine
-        self.call = None             # the blocked wait in progress
-        self.killed = False
-        self.auth_failures = 0       # wrong passwords in a row
-        self.auth_delay = 0.0        # seconds to wait before answering a wrong password
-        self.refused = 0             # NOAUTH replies since the client last waited for its replies
-        self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
-
-    def info_line(self):
-        now = time.monotonic()
-        return ("id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 "
-                "multi=%d watch=%d qbuf=%d qbuf-free=0 argv-mem=0 multi-mem=0 rbs=%d rbp=0 obl=0 oll=0 "
-                "omem=%d tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s"
-                % (self.id, self.addr, self.laddr, self.name or "", now - self.created, now - self.last,
-                   ("b" if self.call is not None else "") + ("x" if self.multi is not None else "") or "N",
-                   -1 if self.multi is None else len(self.multi), len(self.watched or ()),
-                   self.parser.pending(), READ_SIZE, self._out_size(), self.last_cmd.decode("latin-1").lower(),
-                   self.proto, self.lib_name or "", self.lib_ver or ""))
-
-    def _out_size(self):
-        try:
-            return self.writer.get_write_buffer_size()
-        except Exception:
-            return 0
-
-
-class Server:
+class Server(Reading, Routing, TlsAccept):
     """The served store: listening sockets, clients, engine."""
 
     def __init__(self, store, config):
@@ -334,224 +270,12 @@ class Server:
         log.debug("client %d connected from %s", c.id, addr)
         return c
 
-    def _tls_accept(self, listener, lsock):
-        """(loop) Connections wait on the TLS port: accept them."""
-        for _ in range(128):
-            try:
-                sock, _ = lsock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    # as asyncio's own accept: try again in a second
-                    log.warning("accepting a TLS connection: %s; trying again in 1 s", e.strerror)
-                    listener.pause(1.0)
-                return
-            self._tls_accepted(sock)
-
-    def _tls_accepted(self, sock):
-        """A TCP connection on the TLS port: it counts against maxclients
-        from here (a handshake holds a descriptor as a client does).  At
-        most TLS_HANDSHAKES handshakes are under way, and no more than
-        maxclients leaves room for: the oldest one gives way to the new
-        one (silent or slow clients make room for the next); each has
-        TLS_HANDSHAKE_S to finish."""
-        self.connections_received += 1
-        if self.stopping:
-            sock.close()
-            return
-        sock.setblocking(False)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        hs = self.handshakes
-        room = max(1, min(TLS_HANDSHAKES, self.config.maxclients - len(self.clients)))
-        while len(hs) >= room:
-            oldest = next(iter(hs))
-            self._drop_handshake(oldest)
-        hs[sock] = [self.loop.create_task(self._tls_handshake(sock)), False]
-
-    def _drop_handshake(self, sock):
-        task, started = self.handshakes.pop(sock)
-        task.cancel()                    # a handshake under way: its transport is aborted
-        if not started:
-            sock.close()                 # not handed to the loop yet: ours to close
-
-    async def _tls_handshake(self, sock):
-        entry = self.handshakes.get(sock)
-        if entry is not None:
-            entry[1] = True
-        try:
-            await self.loop.connect_accepted_socket(lambda: _TlsProtocol(self), sock, ssl=self.tls,
-                                                    ssl_handshake_timeout=TLS_HANDSHAKE_S)
-        except asyncio.CancelledError:
-            pass
-        except Exception as e:           # a failed or timed out handshake, a reset
-            log.debug("TLS handshake failed: %s", e)
-        finally:
-            if self.handshakes.get(sock) is entry and entry is not None:
-                del self.handshakes[sock]
-
     def _refuse(self, transport, error):
         """Send ``error`` and close a little later: closing at once with
         the client's first command unread would reset the connection and
         could discard the error before the client reads it."""
         transport.write(error)
         self.loop.call_later(0.2, transport.close)
-
-    def _received(self, c, data):
-        if c.closing:
-            return
-        parser = c.parser
-        if c.refused and not parser.pending():
-            c.refused = 0                    # it read its replies before sending more
-        parser.feed(data)
-        if c.task is None and not c.inflight:
-            self._pump(c)
-        pending = parser.pending()
-        unauthed = parser.unauthed
-        if pending > (UNAUTHED_QUERY_LIMIT if unauthed else PAUSE_BYTES) and not c.paused:
-            if pending > (UNAUTHED_QUERY_LIMIT if unauthed else QUERY_LIMIT):
-                log.warning("closing client %d (%s) that reached max query buffer length (%d bytes)",
-                            c.id, c.addr, pending)
-                c.closing = True
-                c.writer.abort()
-            elif (c.task is not None or c.inflight) and parser.need <= pending:
-                c.paused = True              # it sends faster than it is served: let TCP hold the rest
-                c.writer.pause_reading()
-
-    def _resume(self, c):
-        """After a round of a paused client's commands: read again once its
-        backlog is small, or when what is left is an incomplete request."""
-        if c.paused and not c.closing:
-            parser = c.parser
-            pending = parser.pending()
-            if pending < PAUSE_BYTES // 2 or parser.need > pending:
-                c.paused = False
-                c.writer.resume_reading()
-
-    def _step(self, c):
-        """The client's next commands, a bounded step.  Before AUTH they are
-        read one at a time (so that AUTH lifts the limits for the request
-        after it), and the ones refused with NOAUTH are taken together: a
-        step ends after a command allowed before AUTH (AUTH, HELLO ...)."""
-        parser = c.parser
-        if not parser.unauthed:
-            return parser.commands(STEP_COMMANDS)
-        out = []
-        while len(out) < UNAUTHED_STEP:
-            got = parser.commands(1)
-            if not got:
-                break
-            out += got
-            a = got[0]
-            if type(a) is not list or a[0].upper() in NOAUTH_OK:
-                break
-        return out
-
-    def _pump(self, c):
-        """Start on the client's buffered commands.  The common case, only
-        commands of the table (no MULTI, authenticated), goes to the engine
-        straight from here and is answered from a callback (no task);
-        anything else runs in a task (``_process``)."""
-        if c.closing or self.stopping:
-            return                       # stopping: no new commands (those under way finish)
-        if not c.writable.is_set():
-            c.task = self.loop.create_task(self._process(c))
-            return
-        cmds = self._step(c)
-        if not cmds:
-            self._resume(c)
-            return
-        if c.authed and c.multi is None:
-            local = LOCAL
-            for a in cmds:
-                if type(a) is not list or a[0].upper() in local:
-                    break
-            else:
-                items = [item_for(a) for a in cmds]
-                c.last = time.monotonic()
-                c.last_cmd = cmds[-1][0]
-                job = Job(items, lambda res: self._answered(c, items, res), owner=c.id, proto=c.proto)
-                if not job.write and not any(it.array_null or it.heavy for it in items) \
-                        and self._read_now(c, items, job):
-                    return
-                c.inflight = True
-                self._submit(job)
-                self._resume(c)
-                return
-        c.task = self.loop.create_task(self._process(c, cmds))
-
-    def _read_now(self, c, items, job):
-        """Reads only (XRANGE, XLEN, XINFO ... : no write, no wait), with no
-        transaction of this process open: run them here, in the loop's
-        thread, and answer at once -- two thread hand-offs fewer for a
-        pager (a url read's XRANGE pages).  Never waits for the store's
-        lock (the engine may be committing): False, and the job goes to
-        the engine as any other."""
-        lock = self.engine.store.lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            res = self.engine.execute([job], engine=False)[0]
-        finally:
-            lock.release()
-        c.inflight = True             # answered from the loop's next turn: no recursion through _pump
-        self.loop.call_soon(self._answered, c, items, res)
-        self._resume(c)
-        return True
-
-    def _answered(self, c, items, res):
-        """(loop) The engine ran a job sent by ``_pump``: send its replies,
-        then go on with what the client sent meanwhile."""
-        c.inflight = False
-        replies, blocked = res
-        self._send(c, encode_replies(items, replies, c.proto))
-        self.stats.replies(items, replies)
-        if blocked is not None:
-            c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
-        elif c.parser.pending():
-            self._pump(c)
-
-    async def _after_block(self, c, items, blocked):
-        i, cmd, args, w = blocked
-        r = await self._block(c, cmd, args, w)
-        if c.closing:
-            return
-        self._send(c, encode(r, c.proto, True))
-        self.stats.reply(items[i], r)
-        await self._flush(c, items[i + 1:])
-
-    async def _process(self, c, cmds=None, first=None):
-        """Run the client's commands buffered so far (and those that
-        arrive meanwhile), in order (``cmds``: already taken from the
-        parser; ``first``: a coroutine to finish before)."""
-        try:
-            if first is not None:
-                await first
-            if cmds is not None and not c.closing:
-                await self._dispatch(c, cmds)
-            while not c.closing:
-                if not c.writable.is_set():
-                    await c.writable.wait()      # a slow reader waits alone
-                unauthed = c.parser.unauthed
-                cmds = self._step(c)
-                if not cmds:
-                    break
-                await self._dispatch(c, cmds)
-                self._resume(c)
-                if unauthed:
-                    await asyncio.sleep(0)       # its replies need no engine: let others go on between steps
-        except Exception:
-            log.exception("client %d: unexpected failure", c.id)
-            c.closing = True
-        finally:
-            c.task = None
-            if c.closing:
-                c.writer.close()
-            else:
-                self._resume(c)
 
     def _gone(self, c):
         """The connection closed (by the client, CLIENT KILL, an error)."""
@@ -561,206 +285,6 @@ class Server:
         c.writable.set()
         self.clients.pop(c.id, None)
         log.debug("client %d gone", c.id)
-
-    def _send(self, c, data):
-        """Queue replies for ``c``; a client whose unsent replies pass the
-        output limit is disconnected at once (its replies dropped), as
-        Redis does with client-output-buffer-limit."""
-        if c.writer.is_closing():
-            return
-        c.writer.write(data)
-        if c._out_size() > self.config.output_limit:
-            log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
-            c.closing = True
-            c.writer.abort()
-
-    # ------------------------------------------------------------- commands
-
-    async def _dispatch(self, c, cmds):
-        batch = []                   # Items waiting for the engine
-        for argv in cmds:
-            if c.auth_delay:
-                await self._auth_penalty(c)
-            if c.closing:
-                break
-            if isinstance(argv, ProtocolError):
-                await self._flush(c, batch)
-                batch = []
-                log.info("client %d: %s", c.id, argv)
-                self.stats.error(RedisError("ERR " + str(argv)))
-                self._send(c, encode(RedisError("ERR " + str(argv))))
-                c.closing = True
-                break
-            c.last = time.monotonic()
-            name = argv[0].upper()
-            c.last_cmd = name
-            if not c.authed and name not in NOAUTH_OK:
-                c.refused += 1
-                if c.refused > UNAUTHED_REFUSALS:
-                    # as redis-server does with a client that never
-                    # authenticated and lets its replies pile up: closed
-                    await self._flush(c, batch)
-                    batch = []
-                    log.warning("closing client %d (%s): over %d commands refused before AUTH in one pipeline",
-                                c.id, c.addr, UNAUTHED_REFUSALS)
-                    c.closing = True
-                    if c._out_size():
-                        c.writer.abort()         # it does not read: its replies are dropped
-                    break
-                batch.append(Item(reply=RedisError(NOAUTH), name=_stat_name(argv), rejected=True))
-                continue
-            if c.multi is not None and name not in NOT_QUEUED:
-                batch.append(Item(reply=self._queue(c, argv)))
-                continue
-            local = LOCAL.get(name)
-            if local is None:
-                batch.append(item_for(argv))
-                continue
-            fn, arity, lname = local
-            n = len(argv)
-            if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
-                batch.append(Item(reply=errors.wrong_arity(lname), name=lname, rejected=True))
-                continue
-            if name in PROTO_CHANGERS:
-                # the replies before it go out in the protocol they were asked in,
-                # HELLO's own in the new one
-                await self._flush(c, batch)
-                batch = []
-                r = fn(self, c, argv)
-                batch.append(Item(reply=Raw(encode(r, c.proto)), name=lname))
-                continue
-            r = fn(self, c, argv)
-            if asyncio.iscoroutine(r):
-                await self._flush(c, batch)
-                batch = []
-                r = await r
-            if isinstance(r, Item):
-                if r.cmd is None:
-                    r.name = _stat_name(argv)
-                batch.append(r)
-            elif r is not None:
-                batch.append(Item(reply=r, name=_stat_name(argv)))
-        if c.auth_delay:
-            await self._auth_penalty(c)
-        await self._flush(c, batch)
-
-    async def _auth_penalty(self, c):
-        """Hold a client's replies after a wrong password (commands.py,
-        _wrong_password): guessing is slow, other clients go on."""
-        delay, c.auth_delay = c.auth_delay, 0.0
-        await asyncio.sleep(delay)
-
-    async def _flush(self, c, items):
-        """Run ``items`` in order and send their replies; a blocked read
-        waits here (other clients go on)."""
-        while items:
-            if all(it.cmd is None and it.fn is None for it in items):
-                replies = [it.reply for it in items]
-                self._send(c, encode_replies(items, replies, c.proto))
-                self.stats.replies(items, replies)
-                return
-            replies, blocked = await self._run(items, owner=c.id, proto=c.proto)
-            self._send(c, encode_replies(items, replies, c.proto))
-            self.stats.replies(items, replies)
-            if blocked is None:
-                return
-            i, cmd, args, w = blocked
-            r = await self._block(c, cmd, args, w)
-            if c.closing:
-                return
-            self._send(c, encode(r, c.proto, True))
-            self.stats.reply(items[i], r)
-            items = items[i + 1:]
-
-    def _run(self, items, exec_=False, watched=None, owner=None, proto=2):
-        """Hand ``items`` to the engine; a future of (replies, blocked)."""
-        fut = self.loop.create_future()
-        self._submit(Job(items, lambda res: fut.done() or fut.set_result(res), exec_, watched, owner, proto))
-        return fut
-
-    def _submit(self, job):
-        """Hand ``job`` to the engine.  The jobs of one loop iteration (the
-        clients whose requests came in one wake-up) cross to the engine
-        thread together, at the end of it, and so make one batch."""
-        box = self._outbox
-        box.append(job)
-        if len(box) == 1:
-            self.loop.call_soon(self._hand_over)
-
-    def _hand_over(self):
-        """The jobs of this loop iteration, as one group commit: run here,
-        in the loop's thread, and answered at once when every job handed to
-        the engine thread has run (the order clients sent them in stays the
-        order they run in) and nobody holds the store's write lock (no
-        thread hand-off: redis-server's way, its fsync in its loop too);
-        else handed to the engine thread, which waits for the lock while
-        the loop goes on reading, parsing and serving reads.  Big reads
-        (Item.heavy) go to the readers' thread (Engine.read_heavy), or
-        with a write (XREADGROUP) to the engine."""
-        box = self._outbox
-        if not box:
-            return
-        self._outbox = []
-        eng = self.engine
-        if any(it.heavy for j in box for it in j.items):
-            reads = [j for j in box if not j.write and any(it.heavy for it in j.items)]
-            for j in reads:
-                eng.read_heavy(j)
-            box = [j for j in box if j not in reads]
-            if not box:
-                return
-        elif self.run_here and eng.idle():
-            res = eng.execute(box, engine=False, nowait=True)
-            if res is not None:
-                answer([(j.done, r) for j, r in zip(box, res)])
-                return
-        eng.submit(box if len(box) > 1 else box[0])
-
-    def _deliver(self, done):
-        """(engine thread) Answer a batch's jobs in one loop wake-up."""
-        self.loop.call_soon_threadsafe(answer, done)
-
-    async def _block(self, c, cmd, args, w):
-        """Wait for a blocked read in the blocking pool; the client going
-        away (connection_lost) cancels the wait."""
-        call = self.engine.new_call()
-        c.call = call
-        try:
-            return await self.loop.run_in_executor(self.pool, self.engine.block, cmd, args, w, call)
-        finally:
-            c.call = None
-
-    def _queue(self, c, argv):
-        """A command inside MULTI: QUEUED, or the error that makes EXEC
-        abort (unknown command, wrong arity), as Redis checks at queueing.
-        An engine command is queued parsed (its Item: a parse error is its
-        reply at EXEC, as Redis's commands fail when they run); a server
-        command as its arguments."""
-        name = argv[0].upper()
-        local = LOCAL.get(name)
-        if local is not None:
-            fn, arity, lname = local
-            n = len(argv)
-            if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
-                c.multi_error = True
-                return errors.wrong_arity(lname)
-        else:
-            it = item_for(argv)          # parsed once, here: EXEC runs the Item
-            if it.rejected:
-                c.multi_error = True
-                return it.reply
-            argv = it
-        c.multi.append(argv)
-        return Status("QUEUED")
-
-
-def _stat_name(argv):
-    """The commandstats name of a server command: ``client|id`` for the
-    subcommands of CLIENT, CONFIG and COMMAND, as Redis names them."""
-    name = argv[0].decode("latin-1").lower()
-    if name in ("client", "config", "command") and len(argv) > 1:
-        return name + "|" + argv[1].decode("latin-1").lower()
-    return name
 
 
 def _listening(path):
@@ -774,99 +298,3 @@ def _listening(path):
         return False
     finally:
         probe.close()
-
-
-class _Protocol(asyncio.Protocol):
-    """One connection's transport callbacks, handed to the Server."""
-    __slots__ = ("srv", "c")
-
-    def __init__(self, srv):
-        self.srv = srv
-        self.c = None
-
-    def connection_made(self, transport):
-        self.c = self.srv._connected(transport)
-
-    def data_received(self, data):
-        if self.c is not None:
-            self.srv._received(self.c, data)
-
-    def eof_received(self):
-        return False                     # close our side too
-
-    def connection_lost(self, exc):
-        if self.c is not None:
-            self.srv._gone(self.c)
-
-    def pause_writing(self):
-        if self.c is not None:
-            self.c.writable.clear()
-
-    def resume_writing(self):
-        if self.c is not None:
-            self.c.writable.set()
-
-
-class _TlsProtocol(_Protocol):
-    """A connection on the TLS port, once its handshake is done (it was
-    counted at accept: Server._tls_accepted)."""
-    __slots__ = ()
-
-    def connection_made(self, transport):
-        self.srv.connections_received -= 1
-        super().connection_made(transport)
-
-
-class _TlsListener:
-    """The TLS port's listening sockets, accepted from by the Server itself
-    (Server._tls_accept) so that a connection counts from its accept, not
-    from the end of its handshake."""
-
-    def __init__(self, srv, hosts, port):
-        self.srv = srv
-        self.loop = srv.loop
-        self.sockets = []
-        self.paused = None
-        try:
-            for host in hosts:
-                for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                                        flags=socket.AI_PASSIVE):
-                    s = socket.socket(family, kind, proto)
-                    self.sockets.append(s)
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    if family == socket.AF_INET6:
-                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                    try:
-                        s.bind(addr)
-                    except OSError as e:
-                        raise OSError(e.errno, "error while attempting to bind on address %r: %s"
-                                      % (addr, (e.strerror or str(e)).lower())) from None
-                    s.listen(511)
-                    s.setblocking(False)
-        except BaseException:
-            self.close()
-            raise
-        self.resume()
-
-    def resume(self):
-        self.paused = None
-        for s in self.sockets:
-            self.loop.add_reader(s.fileno(), self.srv._tls_accept, self, s)
-
-    def pause(self, delay):
-        if self.paused is None:
-            for s in self.sockets:
-                self.loop.remove_reader(s.fileno())
-            self.paused = self.loop.call_later(delay, self.resume)
-
-    def close(self):
-        if self.paused is not None:
-            self.paused.cancel()
-            self.paused = ()
-        for s in self.sockets:
-            try:
-                self.loop.remove_reader(s.fileno())
-            except Exception:
-                pass
-            s.close()
-        self.sockets = []

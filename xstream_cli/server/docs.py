@@ -1,6 +1,6 @@
 """COMMAND DOCS for xs serve, in the shape of Redis's reply, made from
-the same table as ``xs help`` (xstream_cli.help.DOCS: summary, since,
-complexity) and from each command's grammar (its parser's docstring),
+the same table as ``xs help`` (xstream_cli.help_tables.DOCS: summary,
+since, complexity) and from each command's grammar (its parser's docstring),
 read into Redis's argument tree: ``name``, ``type`` (key, string,
 integer, pattern, unix-time, pure-token, oneof, block), ``token``,
 ``flags`` (optional, multiple) and nested ``arguments``.  redis-cli
@@ -12,6 +12,7 @@ brackets one of, ``x [x ...]`` repeated, UPPERCASE words tokens
 """
 import re
 
+from xstream_cli.help_tables import DOCS
 from xstream_cli.output.reply import Map, Status
 
 _TOKEN = re.compile(r"\[|\]|<|>|\||\.\.\.|[^\s\[\]<>|.]+(?:\.[^\s\[\]<>|.]+)*")
@@ -166,8 +167,7 @@ def _summary(text):
 
 
 def _entry(name, grammar, words):
-    from xstream_cli import help
-    doc = help.DOCS.get(name.upper())
+    doc = DOCS.get(name.upper())
     summary = _summary(doc[0]) if doc else name.upper()
     pairs = [("summary", summary), ("since", doc[1] if doc else "1.0.0"),
              ("group", _GROUPS.get(name[:1].lower(), "generic"))]
@@ -183,8 +183,7 @@ def command_docs(name, command=None, subcommands=None):
     its Command (a grammar), or ``subcommands`` {NAME: Command} of a
     container (XGROUP, XINFO, CONFIG)."""
     if subcommands is not None:
-        from xstream_cli import help
-        doc = help.DOCS.get(name.upper())
+        doc = DOCS.get(name.upper())
         pairs = [("summary", _summary(doc[0]) if doc else "A container for %s commands" % name.upper()),
                  ("since", doc[1] if doc else "5.0.0"), ("group", _GROUPS.get(name[:1], "generic"))]
         subs = [("%s|%s" % (name, s.decode().lower()),

@@ -1,0 +1,202 @@
+"""A client's requests read and its replies written (the Server's
+methods, xstream_cli.server.connection.Server).
+
+Bytes received are parsed at once (resp.RequestParser); a client's
+commands are taken a bounded step at a time, before AUTH one at a time
+with Redis's small limits.  A client that sends faster than it is served
+has its reading paused (TCP holds the rest) and resumed once its backlog
+is small; one whose query buffer passes the limit is closed, as one
+whose unsent replies pass the output limit (``_send``).  The common
+case -- commands of the table, authenticated, no MULTI -- goes to the
+engine straight from ``_pump`` and is answered from a callback, a lone
+read run at once in the loop's thread (``_read_now``); anything else
+runs in a task of the client's own (``_process``, routing.py's
+``_dispatch``).
+
+Who imports it: xstream_cli.server.connection.
+"""
+import asyncio
+import logging
+import time
+
+from xstream_cli.server.commands import LOCAL, NOAUTH_OK
+from xstream_cli.server.jobs import Job, item_for
+from xstream_cli.server.resp import encode, encode_replies
+
+log = logging.getLogger("xs.serve")
+
+STEP_COMMANDS = 1024           # a client's commands taken from its buffer at a time (others go in between)
+PAUSE_BYTES = 4 << 20          # unparsed requests of a busy client beyond which its reading pauses
+QUERY_LIMIT = 1 << 30          # client-query-buffer-limit: one request may not need more
+UNAUTHED_QUERY_LIMIT = 1 << 20  # before AUTH, as redis-server: a query buffer over 1 MB closes the connection
+UNAUTHED_STEP = 64             # before AUTH: refused commands answered together (one write)
+
+
+class Reading:
+    """The Server's reading of its clients' requests and writing of
+    their replies."""
+
+    def _received(self, c, data):
+        if c.closing:
+            return
+        parser = c.parser
+        if c.refused and not parser.pending():
+            c.refused = 0                    # it read its replies before sending more
+        parser.feed(data)
+        if c.task is None and not c.inflight:
+            self._pump(c)
+        pending = parser.pending()
+        unauthed = parser.unauthed
+        if pending > (UNAUTHED_QUERY_LIMIT if unauthed else PAUSE_BYTES) and not c.paused:
+            if pending > (UNAUTHED_QUERY_LIMIT if unauthed else QUERY_LIMIT):
+                log.warning("closing client %d (%s) that reached max query buffer length (%d bytes)",
+                            c.id, c.addr, pending)
+                c.closing = True
+                c.writer.abort()
+            elif (c.task is not None or c.inflight) and parser.need <= pending:
+                c.paused = True              # it sends faster than it is served: let TCP hold the rest
+                c.writer.pause_reading()
+
+    def _resume(self, c):
+        """After a round of a paused client's commands: read again once its
+        backlog is small, or when what is left is an incomplete request."""
+        if c.paused and not c.closing:
+            parser = c.parser
+            pending = parser.pending()
+            if pending < PAUSE_BYTES // 2 or parser.need > pending:
+                c.paused = False
+                c.writer.resume_reading()
+
+    def _step(self, c):
+        """The client's next commands, a bounded step.  Before AUTH they are
+        read one at a time (so that AUTH lifts the limits for the request
+        after it), and the ones refused with NOAUTH are taken together: a
+        step ends after a command allowed before AUTH (AUTH, HELLO ...)."""
+        parser = c.parser
+        if not parser.unauthed:
+            return parser.commands(STEP_COMMANDS)
+        out = []
+        while len(out) < UNAUTHED_STEP:
+            got = parser.commands(1)
+            if not got:
+                break
+            out += got
+            a = got[0]
+            if type(a) is not list or a[0].upper() in NOAUTH_OK:
+                break
+        return out
+
+    def _pump(self, c):
+        """Start on the client's buffered commands.  The common case, only
+        commands of the table (no MULTI, authenticated), goes to the engine
+        straight from here and is answered from a callback (no task);
+        anything else runs in a task (``_process``)."""
+        if c.closing or self.stopping:
+            return                       # stopping: no new commands (those under way finish)
+        if not c.writable.is_set():
+            c.task = self.loop.create_task(self._process(c))
+            return
+        cmds = self._step(c)
+        if not cmds:
+            self._resume(c)
+            return
+        if c.authed and c.multi is None:
+            local = LOCAL
+            for a in cmds:
+                if type(a) is not list or a[0].upper() in local:
+                    break
+            else:
+                items = [item_for(a) for a in cmds]
+                c.last = time.monotonic()
+                c.last_cmd = cmds[-1][0]
+                job = Job(items, lambda res: self._answered(c, items, res), owner=c.id, proto=c.proto)
+                if not job.write and not any(it.array_null or it.heavy for it in items) \
+                        and self._read_now(c, items, job):
+                    return
+                c.inflight = True
+                self._submit(job)
+                self._resume(c)
+                return
+        c.task = self.loop.create_task(self._process(c, cmds))
+
+    def _read_now(self, c, items, job):
+        """Reads only (XRANGE, XLEN, XINFO ... : no write, no wait), with no
+        transaction of this process open: run them here, in the loop's
+        thread, and answer at once -- two thread hand-offs fewer for a
+        pager (a url read's XRANGE pages).  Never waits for the store's
+        lock (the engine may be committing): False, and the job goes to
+        the engine as any other."""
+        lock = self.engine.store.lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            res = self.engine.execute([job], engine=False)[0]
+        finally:
+            lock.release()
+        c.inflight = True             # answered from the loop's next turn: no recursion through _pump
+        self.loop.call_soon(self._answered, c, items, res)
+        self._resume(c)
+        return True
+
+    def _answered(self, c, items, res):
+        """(loop) The engine ran a job sent by ``_pump``: send its replies,
+        then go on with what the client sent meanwhile."""
+        c.inflight = False
+        replies, blocked = res
+        self._send(c, encode_replies(items, replies, c.proto))
+        self.stats.replies(items, replies)
+        if blocked is not None:
+            c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
+        elif c.parser.pending():
+            self._pump(c)
+
+    async def _after_block(self, c, items, blocked):
+        i, cmd, args, w = blocked
+        r = await self._block(c, cmd, args, w)
+        if c.closing:
+            return
+        self._send(c, encode(r, c.proto, True))
+        self.stats.reply(items[i], r)
+        await self._flush(c, items[i + 1:])
+
+    async def _process(self, c, cmds=None, first=None):
+        """Run the client's commands buffered so far (and those that
+        arrive meanwhile), in order (``cmds``: already taken from the
+        parser; ``first``: a coroutine to finish before)."""
+        try:
+            if first is not None:
+                await first
+            if cmds is not None and not c.closing:
+                await self._dispatch(c, cmds)
+            while not c.closing:
+                if not c.writable.is_set():
+                    await c.writable.wait()      # a slow reader waits alone
+                unauthed = c.parser.unauthed
+                cmds = self._step(c)
+                if not cmds:
+                    break
+                await self._dispatch(c, cmds)
+                self._resume(c)
+                if unauthed:
+                    await asyncio.sleep(0)       # its replies need no engine: let others go on between steps
+        except Exception:
+            log.exception("client %d: unexpected failure", c.id)
+            c.closing = True
+        finally:
+            c.task = None
+            if c.closing:
+                c.writer.close()
+            else:
+                self._resume(c)
+
+    def _send(self, c, data):
+        """Queue replies for ``c``; a client whose unsent replies pass the
+        output limit is disconnected at once (its replies dropped), as
+        Redis does with client-output-buffer-limit."""
+        if c.writer.is_closing():
+            return
+        c.writer.write(data)
+        if c._out_size() > self.config.output_limit:
+            log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
+            c.closing = True
+            c.writer.abort()
