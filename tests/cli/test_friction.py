@@ -169,7 +169,7 @@ def test_the_toolbar_shows_what_is_still_to_type_of_xreadgroup(tmp_path):
 
 
 def test_the_hint_follows_the_words_typed_in_any_order_of_options():
-    from xstream_cli.prompt import hint
+    from xstream_cli.prompt_hint import hint
     assert hint("XREADGROUP GROUP g c ", 200) == ("XREADGROUP, next: [COUNT count] [MAXCOUNT n] [MAXSIZE bytes] "
                                                   "[BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key "
                                                   "[key ...] id [id ...]")

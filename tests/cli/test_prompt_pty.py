@@ -454,7 +454,7 @@ class _Names:
 
 
 def test_completion_offers_names_as_they_must_be_typed():
-    from xstream_cli.prompt import complete_words
+    from xstream_cli.prompt_complete import complete_words
     n = _Names()
     assert complete_words(["XLEN"], "", n) == ["events", '"my stream"', '"evil\\x1b[2J"']
     assert complete_words(["XACK", '"my stream"'], "", n) == ["billing"]

@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from storage.errors import RedisError
-from xstream_cli.output.pretty import FIRST_CHUNK, Writer, cells, duration, id_time, token, write_pretty
+from xstream_cli.output.pretty import FIRST_CHUNK, Writer, write_pretty
+from xstream_cli.output.pretty_text import cells, duration, id_time, token
 from xstream_cli.output.render import escape_text, terminal_text
 from xstream_cli.output.reply import Map, Status
 
@@ -58,8 +59,8 @@ def test_escape_text_quoting_escapes_quote_and_backslash():
 
 
 def test_tail_uses_the_same_escaping():
-    from xstream_cli.porcelain import tail
-    assert tail._text is terminal_text and tail._escaped is escape_text
+    from xstream_cli.porcelain import tail, tail_output
+    assert tail._text is terminal_text and tail_output._escaped is escape_text
 
 
 @pytest.mark.parametrize("raw,shown", [

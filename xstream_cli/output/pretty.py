@@ -21,128 +21,26 @@ controls, bytes that are not UTF-8 -- is shown as an escape
 terminal raw.  Colours (ANSI) only on a terminal, and not with NO_COLOR
 or TERM=dumb.  Idle times read as ``3m12s``; unix-millisecond times
 (XINFO's seen-time, delivery times) as UTC times.
+
+Here: the Writer (a reply's shape to lines: maps, tables, lists, the
+entries of a reply streamed in chunks), EntryLines (xs tail's line) and
+the entry points.  How one value reads (quoting, cells, times,
+colours) is pretty_text; how one entry is laid out and wrapped,
+pretty_entries.
 """
 import io
-import os
 import re
 import sys
-import time
 
 from storage.errors import RedisError
-from xstream_cli.output.render import escape_text
-from xstream_cli.output.reply import Map, Status
+from xstream_cli.output.pretty_entries import _EntryFormat
+from xstream_cli.output.pretty_text import _Style, _use_colour, _width, cells, duration, id_time, plain, token, utc_ms
+from xstream_cli.output.reply import Map, Status, entry_reply
 
 FIRST_CHUNK = 32          # entries formatted before the first flush (and column widths measured)
 CHUNK_BYTES = 1 << 16     # flush at least this often
-_MIN_TS = 10 ** 11        # an ID whose ms part is below this (1973) is not shown as a time
-_QUOTE = re.compile(r"[\s\"'\\]")
-_QUOTE_NAME = re.compile(r"[\s\"'\\=]")
 _IDLE_KEYS = frozenset((b"idle", b"inactive", "idle", "inactive"))
 _TIME_KEYS = frozenset((b"seen-time", b"active-time", "seen-time", "active-time"))
-
-
-# ----------------------------------------------------------------- helpers
-
-def _decode(b):
-    return b.decode("utf-8", "surrogateescape") if type(b) is bytes else str(b)
-
-
-def token(b, name=False):
-    """A stored string for the terminal: bare, or double-quoted with
-    escapes (empty, spaces, quotes, backslashes, control bytes)."""
-    t = _decode(b)
-    if t and t.isprintable() and not (_QUOTE_NAME if name else _QUOTE).search(t):
-        return t
-    return '"' + escape_text(t, True) + '"'
-
-
-def plain(b):
-    """Unquoted text for the terminal (names in headers, error texts)."""
-    return escape_text(_decode(b), False)
-
-
-def cells(s):
-    """Columns ``s`` takes on a terminal (wide CJK characters take two)."""
-    if s.isascii():
-        return len(s)
-    import unicodedata
-    n = 0
-    for ch in s:
-        if unicodedata.combining(ch):
-            continue
-        n += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-    return n
-
-
-def duration(ms):
-    """Milliseconds as ``450ms``, ``12.3s``, ``3m12s``, ``2h05m``, ``3d04h``;
-    a negative value (never) as ``-``."""
-    if ms is None or ms < 0:
-        return "-"
-    if ms < 1000:
-        return "%dms" % ms
-    s = ms // 1000
-    if s < 60:
-        return "%.1fs" % (ms / 1000.0) if s < 10 else "%ds" % s
-    m, s = divmod(s, 60)
-    if m < 60:
-        return "%dm%02ds" % (m, s)
-    h, m = divmod(m, 60)
-    if h < 24:
-        return "%dh%02dm" % (h, m)
-    d, h = divmod(h, 24)
-    return "%dd%02dh" % (d, h)
-
-
-_sec_cache = [None, ""]
-
-
-def utc_ms(ms):
-    """Unix milliseconds as ``2024-05-01T12:00:00.123Z`` ('' when out of range)."""
-    sec, milli = divmod(ms, 1000)
-    if _sec_cache[0] != sec:
-        try:
-            _sec_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        except (OverflowError, OSError, ValueError):
-            return ""
-        _sec_cache[0] = sec
-    return "%s.%03dZ" % (_sec_cache[1], milli)
-
-
-def id_time(i):
-    """The time of an entry ID (bytes), or '' when it does not look like one."""
-    try:
-        ms = int(i.partition(b"-")[0])
-    except ValueError:
-        return ""
-    return utc_ms(ms) if ms >= _MIN_TS else ""
-
-
-def _width():
-    import shutil
-    try:
-        w = shutil.get_terminal_size((100, 24)).columns
-    except (OSError, ValueError):
-        w = 100
-    return max(w, 20)
-
-
-def _use_colour(out):
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return os.isatty(out.fileno())
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return False
-
-
-class _Style:
-    def __init__(self, on):
-        if on:
-            self.id, self.time, self.name, self.key, self.err, self.head, self.dim, self.off = (
-                "\x1b[36m", "\x1b[2m", "\x1b[32m", "\x1b[1m", "\x1b[1;31m", "\x1b[1;36m", "\x1b[2m", "\x1b[0m")
-        else:
-            self.id = self.time = self.name = self.key = self.err = self.head = self.dim = self.off = ""
 
 
 # ------------------------------------------------------------------ writer
@@ -187,8 +85,9 @@ class Writer:
 
     def entries(self, entries, indent=0):
         """Entries ([id, fields] or [id, fields, idle, deliveries], fields
-        None for a deleted one), streamed: formatted and flushed in chunks."""
-        seq = iter(entries)
+        None for a deleted one; or the engine's, storage.codec.Entries),
+        streamed: formatted and flushed in chunks."""
+        seq = map(entry_reply, entries)
         first = []
         for e in seq:
             first.append(e)
@@ -429,8 +328,6 @@ class Writer:
 
 
 _ID = re.compile(rb"\A\d+-\d+\Z")
-_SAFE_VALUE = bytes(c for c in range(0x21, 0x7f) if c not in b"\"'\\")
-_SAFE_NAME = bytes(c for c in _SAFE_VALUE if c != 0x3d)
 
 
 def _scalar(v):
@@ -462,165 +359,6 @@ def _is_autoclaim(v):
 def _is_pending_row(x):
     return type(x) is list and len(x) == 4 and type(x[0]) is bytes and type(x[1]) is bytes \
         and type(x[2]) is int and type(x[3]) is int
-
-
-class _EntryFormat:
-    """Formats one entry into wrapped lines on a Writer."""
-
-    def __init__(self, w, indent, id_w, time_w):
-        self.w = w
-        self.st = w.st
-        self.pad = " " * indent
-        self.id_w = id_w
-        self.time_w = time_w
-        head = indent + id_w + 2 + (time_w + 2 if time_w else 0)
-        if w.width - head >= 24:
-            self.cont = " " * head          # fields continue under the first field
-            self.own_line = False
-        else:                               # narrow terminal: fields on lines of their own
-            self.cont = " " * (indent + 4)
-            self.own_line = True
-        self.avail = max(w.width - len(self.cont), 8)
-        # narrower still: the time goes under the ID
-        self.split_head = self.own_line and time_w and indent + id_w + 2 + time_w > w.width
-        self.pad_b = self.pad.encode()
-        self.cont_b = self.cont.encode()
-        self.b_id, self.b_time, self.b_name, self.b_off = (x.encode() for x in (w.st.id, w.st.time, w.st.name,
-                                                                                  w.st.off))
-
-    def __call__(self, e):
-        f = e[1]
-        if len(e) == 2 and f:
-            # the common case: every name and value printable ASCII without
-            # spaces or quotes, and the line fits: built as bytes at once
-            names = f[0::2]
-            values = f[1::2]
-            if len(names) == len(values) and all(names) and all(values) \
-                    and not b"".join(names).translate(None, _SAFE_NAME) \
-                    and not b"".join(values).translate(None, _SAFE_VALUE):
-                k = len(names)
-                if sum(map(len, f)) + 3 * k - 2 <= self.avail:
-                    i = e[0]
-                    if self.time_w:
-                        ts = id_time(i).encode()
-                        head = b"%s%s%s%s%s  %s%s%s%s  " % (self.pad_b, self.b_id, i, self.b_off,
-                                                            b" " * (self.id_w - len(i)), self.b_time, ts,
-                                                            self.b_off, b" " * (self.time_w - len(ts)))
-                    else:
-                        head = b"%s%s%s%s%s  " % (self.pad_b, self.b_id, i, self.b_off, b" " * (self.id_w - len(i)))
-                    if self.own_line:
-                        self.w.line_bytes(self._own_head(i).encode())
-                        head = self.cont_b
-                    nm = self.b_name
-                    off = self.b_off
-                    self.w.line_bytes(head + b"  ".join([nm + n + off + b"=" + v for n, v in zip(names, values)]))
-                    return
-        self._general(e)
-
-    def _general(self, e):
-        st = self.st
-        i = e[0]
-        sid = i.decode("ascii", "replace")
-        head = self.pad + st.id + sid + st.off + " " * max(self.id_w - len(sid), 0)
-        if self.time_w:
-            ts = id_time(i)
-            head += "  " + st.time + ts + st.off + " " * (self.time_w - len(ts))
-        f = e[1]
-        if f is None:
-            items = [(st.dim + "(deleted)" + st.off, 9)]
-        else:
-            items = []
-            for k in range(0, len(f) - 1, 2):
-                n = token(f[k], True)
-                v = token(f[k + 1])
-                nw = len(n) if n.isascii() else cells(n)
-                vw = len(v) if v.isascii() else cells(v)
-                items.append((n, v, nw + 1 + vw))
-        if len(e) == 4:
-            s = "(idle %s, delivered %d×)" % (duration(e[2]), e[3])
-            items.append((st.dim + s + st.off, len(s)))
-        line = self.w.line
-        avail = self.avail
-        cur = head if not self.own_line else None
-        used = -2                 # the head and its separator take the indentation's width
-        if self.own_line:
-            line(self._own_head(i))
-        for it in items:
-            width = it[-1]
-            if cur is not None and used > 0 and used + 2 + width > avail:
-                line(cur)
-                cur = None
-            if cur is None:
-                cur = self.cont
-                used = 0
-            else:
-                cur += "  "
-                used += 2
-            if width <= avail - used:
-                cur += self._item(it)
-                used += width
-                continue
-            # longer than a line: broken over several, nothing cut
-            pieces = _break(it, avail - used, avail)
-            if len(it) == 3 and st.name and pieces[0].startswith(it[0] + "="):
-                pieces[0] = st.name + it[0] + st.off + pieces[0][len(it[0]):]
-            for p in pieces[:-1]:
-                line(cur + p)
-                cur = self.cont
-            cur += pieces[-1]
-            used = cells(_strip(pieces[-1]))
-        if cur is not None:
-            line(cur)
-
-    def _own_head(self, i):
-        """The ID line of a narrow terminal: ID and time, or the time
-        under the ID when both do not fit."""
-        st = self.st
-        ts = id_time(i) if self.time_w else ""
-        head = self.pad + st.id + i.decode("ascii", "replace") + st.off
-        if ts:
-            head += ("\n" + self.cont if self.split_head else "  ") + st.time + ts + st.off
-        return head
-
-    def _item(self, it):
-        if len(it) == 2:
-            return it[0]
-        return self.st.name + it[0] + self.st.off + "=" + it[1]
-
-
-def _strip(s):
-    return re.sub("\x1b\\[[0-9;]*m", "", s)
-
-
-def _break(it, first, avail):
-    """Split an item too long for a line into plain-text pieces (the
-    first ``first`` columns wide, the rest ``avail``), at a space when
-    there is one late enough in a piece."""
-    if len(it) == 2:
-        text = _strip(it[0])
-    else:
-        text = it[0] + "=" + it[1]
-    pieces = []
-    cur = []
-    used = 0
-    room = max(first, 1)
-    for ch in text:
-        w = 1 if ch.isascii() else cells(ch)
-        if used + w > room and cur:
-            # at a space in the second half of the piece if there is one
-            cut = len(cur)
-            for j in range(len(cur) - 1, len(cur) // 2, -1):
-                if cur[j] == " ":
-                    cut = j + 1
-                    break
-            pieces.append("".join(cur[:cut]))
-            cur = cur[cut:]
-            used = cells("".join(cur))
-            room = avail
-        cur.append(ch)
-        used += w
-    pieces.append("".join(cur))
-    return pieces
 
 
 # ------------------------------------------------------------------ one entry at a time
