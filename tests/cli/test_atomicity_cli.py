@@ -7,7 +7,10 @@ import time
 from hypothesis import example, given
 
 from tests.conftest import XS, run_xs
-from tests.engine.test_atomicity import FAST, WRITE_THEN_FAIL, _clocked, full_dump, open_store, sequences, xs
+from tests.harness.command_sequences import FAST, WRITE_THEN_FAIL, sequences
+from tests.harness.command_sequences import clocked as _clocked
+from tests.harness.commands import xs
+from tests.harness.stores import full_dump, open_store
 
 MAX_ID = "18446744073709551615-18446744073709551615"
 
@@ -74,7 +77,8 @@ def test_a_failing_command_in_a_batch_changes_nothing_and_the_others_commit(tmp_
     """Script mode: the whole sequence in one transaction, through the
     script-mode batch code (bulk-ingest path included), a command at a
     time so the databases can be compared around each."""
-    from xstream_cli.execution.session import Session, _Script
+    from xstream_cli.execution.script import _Script
+    from xstream_cli.execution.session import Session
     db = tmp_path_factory.mktemp("batch") / "db"
     store = open_store(db)
     session = Session(str(db), "json")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import new_store
 from storage.errors import RedisError
-from tests._helpers import dump
+from tests.harness.stores import dump
 from xstream_cli import __version__
 from xstream_cli.app import cli
 from xstream_cli.execution.session import Session

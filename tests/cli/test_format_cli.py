@@ -10,7 +10,7 @@ import pytest
 
 from storage import codec
 from tests.conftest import ROOT
-from tests.engine.test_format import EXPECTED3, fixture_store
+from tests.harness.format_fixtures import EXPECTED3, fixture_store
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 EXPECTED = json.load(open(os.path.join(FIXTURES, "format1.expected.json")))
@@ -37,7 +37,7 @@ def test_a_newer_store_is_refused_with_a_clear_message(tmp_path):
 def test_a_person_at_a_terminal_is_told_of_the_upgrade_and_a_script_is_not(tmp_path):
     """Upgrading a big store holds it for a while (9 s per million
     entries here): on a terminal, one line says so, before the work."""
-    from tests._helpers import stderr_on_pty
+    from tests.harness.terminal import stderr_on_pty
     db = fixture_store(tmp_path, "format3")
     status, shown, _ = stderr_on_pty(XS + ["--db", str(db), "XLEN", "plain"])
     assert status == 0

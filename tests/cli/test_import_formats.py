@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests._helpers import stderr_on_pty  # noqa: E402
 from tests.conftest import ROOT, XS
+from tests.harness.terminal import stderr_on_pty  # noqa: E402
 
 ENV = dict(os.environ, XS_NO_PROGRESS="1")
 

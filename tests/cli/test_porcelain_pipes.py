@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, XS, run_xs
-from tests._helpers import stderr_on_pty  # noqa: E402
+from tests.harness.terminal import stderr_on_pty  # noqa: E402
 
 TIMEOUT = 60
 XS_SH = " ".join(XS)

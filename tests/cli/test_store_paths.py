@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, XS, new_store
-from tests._helpers import stderr_on_pty
+from tests.harness.terminal import stderr_on_pty
 
 
 def xs(*args, input=None, env=None, cwd=ROOT):

@@ -11,10 +11,10 @@ import pytest
 from storage import changelog, codec
 from storage.codec import changes
 from storage.errors import RedisError
-from storage.options import AddOptions, GroupOptions
+from storage.options import AddOptions, AutoClaimOptions, GroupOptions, IdsOptions, ReadOptions, TrimOptions
 from storage.parts.kv import KV
 from storage.store import Store
-from tests._helpers import cmd
+from tests.harness.stores import attempt
 
 
 def _all(env, dbs):
@@ -48,9 +48,9 @@ def _replay(base, store, tmp_path, after=0):
 
 
 def test_a_store_without_replicas_logs_nothing_and_makes_no_database(store):
-    cmd(store, "XADD", "s", "*", "f", "v")
-    cmd(store, "XGROUP", "CREATE", "s", "g", "0")
-    cmd(store, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
+    attempt(store, lambda tx: tx.create_group(b"s", b"g", GroupOptions(start=(0, 0))))
+    attempt(store, lambda tx: tx.read_group(ReadOptions(keys=(b"s",), ids=(b">",), group=b"g", consumer=b"c")))
     seen = []
     store.run(lambda tx: seen.append(type(tx._lt)), write=True)
     assert seen == [lmdb.Transaction]
@@ -66,30 +66,35 @@ def _random_work(store, rng, n):
     savepoints in which some commands fail."""
     for i in range(n):
         k = rng.randrange(12)
-        s = "s%d" % rng.randrange(3)
+        s = b"s%d" % rng.randrange(3)
         if k < 4:
-            cmd(store, "XADD", s, "MAXLEN", "~", "20", "*", "f", str(i), "g", "x" * rng.randrange(30))
+            fields = [b"f", b"%d" % i, b"g", b"x" * rng.randrange(30)]
+            attempt(store, lambda tx: tx.add(s, fields, AddOptions(trim=TrimOptions("maxlen", 20, approx=True,
+                                                                                  limit=None))))
         elif k == 4:
-            cmd(store, "XGROUP", "CREATE", s, "g", "0", "MKSTREAM")
+            attempt(store, lambda tx: tx.create_group(s, b"g", GroupOptions(start=(0, 0), mkstream=True)))
         elif k == 5:
-            cmd(store, "XREADGROUP", "GROUP", "g", "c%d" % rng.randrange(3), "COUNT", "3", "STREAMS", s, ">")
+            opts = ReadOptions(keys=(s,), ids=(b">",), count=3, group=b"g", consumer=b"c%d" % rng.randrange(3))
+            attempt(store, lambda tx: tx.read_group(opts))
         elif k == 6:
-            cmd(store, "XAUTOCLAIM", s, "g", "c9", "0", "0", "COUNT", "2")
+            attempt(store, lambda tx: tx.autoclaim(s, b"g", b"c9", AutoClaimOptions(min_idle=0, start=(0, 0), count=2)))
         elif k == 7:
-            cmd(store, "XTRIM", s, "MAXLEN", str(rng.randrange(10)))
+            n_ = rng.randrange(10)
+            attempt(store, lambda tx: tx.trim(s, TrimOptions("maxlen", n_)))
         elif k == 8:
-            cmd(store, "XADD", s, "IDMP", "p", "i%d" % rng.randrange(4), "*", "a", "b")
+            iid = b"i%d" % rng.randrange(4)
+            attempt(store, lambda tx: tx.add(s, [b"a", b"b"], AddOptions(idmp_pid=b"p", idmp_iid=iid)))
         elif k == 9:
-            cmd(store, "PEXPIRE", s, "100000")
+            attempt(store, lambda tx: tx.expire(s, 100000, True, 0, "pexpire"))
         elif k == 10:
             with store.write() as tx:          # savepoints: a failing verb is rolled back alone
-                tx.add(s.encode(), [b"a", b"1"], AddOptions())
+                tx.add(s, [b"a", b"1"], AddOptions())
                 with pytest.raises(RedisError):
-                    tx.add(s.encode(), [b"a", b"2"], AddOptions(id=(1, 1)))
-                tx.add_auto_many([(s.encode(), b"x\n1"), (s.encode(), b"y\n2")])
+                    tx.add(s, [b"a", b"2"], AddOptions(id=(1, 1)))
+                tx.add_auto_many([(s, b"x\n1"), (s, b"y\n2")])
         else:
-            cmd(store, "XDEL", s, "0-1")
-            cmd(store, "XACK", s, "g", "0-1")
+            attempt(store, lambda tx: tx.delete_entries(s, IdsOptions(ids=((0, 1),), given=1)))
+            attempt(store, lambda tx: tx.ack(s, b"g", IdsOptions(ids=((0, 1),), given=1)))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -100,9 +105,9 @@ def test_replaying_the_log_on_the_base_gives_the_store_byte_for_byte(store, tmp_
     base = str(tmp_path / "base.mdb")
     _base(store, base)
     _random_work(store, rng, 150)
-    cmd(store, "CONFIG", "SET", "stream-node-max-entries", "7")
-    cmd(store, "RENAME", "s0", "t0")
-    cmd(store, "DEL", "s1")
+    attempt(store, lambda tx: tx.configure({"stream-node-max-entries": 7}))
+    attempt(store, lambda tx: tx.rename(b"s0", b"t0"))
+    attempt(store, lambda tx: tx.delete_keys([b"s1"]))
     env, dbs, recs = _replay(base, store, tmp_path)
     assert recs and [r[0] for r in recs] == list(range(1, len(recs) + 1))
     assert _all(env, dbs) == _all(store.env, store.dbs)
@@ -111,10 +116,10 @@ def test_replaying_the_log_on_the_base_gives_the_store_byte_for_byte(store, tmp_
 
 def test_a_failed_command_logs_nothing(store):
     changelog.enable(store, "r")
-    cmd(store, "XADD", "s", "5-0", "f", "v")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions(id=(5, 0))))
     before = changelog.state(store)["seq"]
-    assert "error" in cmd(store, "XADD", "s", "1-0", "f", "v")
-    cmd(store, "XLEN", "s")                       # a write transaction that wrote nothing
+    assert isinstance(attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, 0)))), RedisError)
+    attempt(store, lambda tx: tx.length(b"s"))      # a write transaction that wrote nothing
     assert changelog.state(store)["seq"] == before
 
 
@@ -134,23 +139,23 @@ def test_ack_trims_behind_the_slowest_replica_and_the_bound_drops_the_oldest(sto
     changelog.enable(store, "a")
     changelog.enable(store, "b")
     for i in range(10):
-        cmd(store, "XADD", "s", "*", "f", str(i))
+        attempt(store, lambda tx: tx.add(b"s", [b"f", b"%d" % i], AddOptions()))
     changelog.ack(store, "a", 8)
     changelog.ack(store, "b", 3)
     assert [r[0] for r in changelog.records(store, 0)[1]] == [4, 5, 6, 7, 8, 9, 10]
     changelog.ack(store, "b", 9)
     assert [r[0] for r in changelog.records(store, 0)[1]] == [9, 10]
     changelog.enable(store, "a", bound=1)         # a tiny backlog: only the newest record stays
-    cmd(store, "XADD", "s", "*", "f", "x")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"x"], AddOptions()))
     st, recs = changelog.records(store, 0)
     assert [r[0] for r in recs] == [11] and st["first"] == 11
 
 
 def test_disabling_the_last_replica_stops_the_log(store):
     changelog.enable(store, "a")
-    cmd(store, "XADD", "s", "*", "f", "v")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
     assert changelog.disable(store, "a")
-    cmd(store, "XADD", "s", "*", "f", "v")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
     assert changelog.state(store) is None
     with store.env.begin() as t:
         assert t.stat(store.env.open_db(changes.CHANGELOG_DB, txn=t, create=False))["entries"] == 0
@@ -159,9 +164,9 @@ def test_disabling_the_last_replica_stops_the_log(store):
 def test_a_process_that_opened_the_store_before_logging_began_logs_too(tmp_path):
     path = str(tmp_path / "db")
     early = Store(path)
-    cmd(early, "XADD", "s", "*", "f", "v")
+    attempt(early, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
     changelog.enable(early, "r")        # as another process would: early's handles know nothing of it
     early.dbs.pop(changes.CHANGELOG_DB, None)
-    cmd(early, "XADD", "s", "*", "f", "w")
+    attempt(early, lambda tx: tx.add(b"s", [b"f", b"w"], AddOptions()))
     assert [r[0] for r in changelog.records(early, 0)[1]] == [1]
     early.close()

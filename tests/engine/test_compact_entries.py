@@ -1,6 +1,7 @@
 """Format 4's compact entries (storage.codec, storage.parts.log): an entry whose
 field names the stream interns keeps only its values under a 20-byte
 key; every read gives back exactly what was added, whatever the bytes.
+(How xs serve's encoder writes such reads: tests/cli/test_compact_entries_encoded.py.)
 """
 import struct
 
@@ -11,8 +12,7 @@ from storage import codec
 from storage.ids import MAX_ID, MIN_ID
 from storage.options import AddOptions, RangeOptions
 from storage.store import Store
-from tests._helpers import cmd, rows, stream_meta
-from xstream_cli.server.resp import encode
+from tests.harness.stores import entries_text, rows, stream_meta
 
 # names and values that exercise every form: plain text, the tag and
 # separator bytes, NUL, newline, '%' (the encoder formats), empty
@@ -36,7 +36,7 @@ def check_reads(store, name, added):
     """Every read path gives back ``added`` ([(id_text, fields)]) exactly."""
     with store.read() as tx:
         got = tx.range(name, _opts())
-        assert got.decoded() == [[i, f] for i, f in added]
+        assert entries_text(got.decoded()) == entries_text(added)
         assert got.values == [codec.encode_entry(i, f) for i, f in added]
         text = got.text()
         records = [codec.encode_entry(i, f) for i, f in added]
@@ -45,17 +45,26 @@ def check_reads(store, name, added):
         else:
             assert any(r[:1] == b"\x00" or b"\n\x00" in r for r in records)
         rev = tx.range(name, _opts(rev=True, count=7))
-        assert rev.decoded() == [[i, f] for i, f in added[::-1][:7]]
-        for proto in (2, 3):       # xs serve's encoder (shaped runs formatted whole) as one entry at a time
-            assert encode(got, proto) == encode([[i, f] for i, f in added], proto)
-            assert encode(rev, proto) == encode([[i, f] for i, f in added[::-1][:7]], proto)
+        assert entries_text(rev.decoded()) == entries_text(added[::-1][:7])
         for i, f in added[:3]:
             one = tuple(map(int, i.split(b"-")))
-            assert tx.range(name, RangeOptions(one, one, None)).decoded() == [[i, f]]
+            assert entries_text(tx.range(name, RangeOptions(one, one, None)).decoded()) == entries_text([(i, f)])
 
 
 def _opts(rev=False, count=None):
     return RangeOptions(MIN_ID, MAX_ID, count, rev=rev)
+
+
+def add_drawn(store, sets, data):
+    """Add to stream s the entries entries_of draws, each under a drawn
+    sequence number (wide ones among them): [(b"ms-seq", fields)]."""
+    added = []
+    with store.write() as tx:
+        for k, fields in enumerate(entries_of(sets, data)):
+            seq = data.draw(st.sampled_from([0, 1, 0xFFFFFFFE, 0xFFFFFFFF, 1 << 32, (1 << 64) - 1]))
+            assert tx.add(b"s", fields, AddOptions(id=(k + 1, seq))) == (k + 1, seq)
+            added.append((b"%d-%d" % (k + 1, seq), fields))
+    return added
 
 
 @settings(max_examples=60, deadline=None)
@@ -63,12 +72,7 @@ def _opts(rev=False, count=None):
 def test_every_entry_reads_back_exactly_whatever_its_bytes(tmp_path_factory, sets, data):
     store = Store(str(tmp_path_factory.mktemp("compact")))
     try:
-        added = []
-        with store.write() as tx:
-            for k, fields in enumerate(entries_of(sets, data)):
-                seq = data.draw(st.sampled_from([0, 1, 0xFFFFFFFE, 0xFFFFFFFF, 1 << 32, (1 << 64) - 1]))
-                assert tx.add(b"s", fields, AddOptions(id=(k + 1, seq))) == (k + 1, seq)
-                added.append((b"%d-%d" % (k + 1, seq), fields))
+        added = add_drawn(store, sets, data)
         check_reads(store, b"s", added)
         # the bulk path (a snapshot's entries go through append_many) and
         # back: the same entries in a second stream
@@ -87,25 +91,35 @@ def _bulk(p, name, items):
     m.entries_added = len(items)
 
 
+def add(store, name, id, fields):
+    """One XADD with an explicit ID, in its own transaction."""
+    return store.run(lambda tx: tx.add(name, fields, AddOptions(id=id)), write=True)
+
+
+def read_all(store, name, start=MIN_ID):
+    """The entries of ``name`` from ``start`` on, as [["ms-seq", fields]]."""
+    return store.run(lambda tx: entries_text(tx.range(name, RangeOptions(start, MAX_ID))))
+
+
 def test_a_stream_interns_at_most_eight_field_sets_and_stores_the_rest_whole(store):
     for k in range(10):
-        cmd(store, "XADD", "s", "%d-0" % (k + 1), "f%d" % k, "v", "common", "x")
-        cmd(store, "XADD", "s", "%d-1" % (k + 1), "f%d" % k, "w", "common", "y")
+        add(store, b"s", (k + 1, 0), [b"f%d" % k, b"v", b"common", b"x"])
+        add(store, b"s", (k + 1, 1), [b"f%d" % k, b"w", b"common", b"y"])
     m = stream_meta(store, b"s")
     assert len(rows(store, b"shapes", codec.sid_prefix(m.sid))) == codec.MAX_SHAPES == 8
     forms = [codec.is_shaped(v) for _, v in rows(store, b"log", codec.sid_prefix(m.sid))]
     assert forms == [True] * 16 + [False] * 4
-    assert cmd(store, "XRANGE", "s", "10-0", "+") == [["10-0", ["f9", "v", "common", "x"]],
-                                                     ["10-1", ["f9", "w", "common", "y"]]]
+    assert read_all(store, b"s", (10, 0)) == [["10-0", [b"f9", b"v", b"common", b"x"]],
+                                              ["10-1", [b"f9", b"w", b"common", b"y"]]]
 
 
 def test_deleting_a_stream_forgets_its_field_sets(store):
-    cmd(store, "XADD", "s", "1-0", "a", "1")
+    add(store, b"s", (1, 0), [b"a", b"1"])
     assert rows(store, b"shapes") != []
-    cmd(store, "DEL", "s")
+    store.run(lambda tx: tx.delete_keys([b"s"]), write=True)
     assert rows(store, b"shapes") == [] and rows(store, b"log") == []
-    cmd(store, "XADD", "s", "1-0", "b", "2")
-    assert cmd(store, "XRANGE", "s", "-", "+") == [["1-0", ["b", "2"]]]
+    add(store, b"s", (1, 0), [b"b", b"2"])
+    assert read_all(store, b"s") == [["1-0", [b"b", b"2"]]]
 
 
 def test_a_field_set_made_by_a_failed_command_is_forgotten_with_it(store):
@@ -118,7 +132,7 @@ def test_a_field_set_made_by_a_failed_command_is_forgotten_with_it(store):
         except RuntimeError:
             pass
         tx.add(b"s", [b"new", b"2"], AddOptions(id=(3, 0)))
-    assert cmd(store, "XRANGE", "s", "-", "+") == [["1-0", ["a", "1"]], ["3-0", ["new", "2"]]]
+    assert read_all(store, b"s") == [["1-0", [b"a", b"1"]], ["3-0", [b"new", b"2"]]]
     m = stream_meta(store, b"s")
     shapes = [codec.decode_shape(k, v).names for k, v in rows(store, b"shapes", codec.sid_prefix(m.sid))]
     assert shapes == [(b"a",), (b"new",)]
@@ -143,12 +157,3 @@ def test_an_event_of_four_short_fields_takes_at_most_64_bytes(store):
     per_entry = (s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]) * s["psize"] / n
     assert per_entry <= 64, per_entry
     assert struct.calcsize(">QQI") == len(codec.entry_key(1, (base, 2)))
-
-
-def test_serve_s_encoder_formats_wide_sequence_numbers_and_percent_names_as_each_entry_alone(store):
-    for i in ("1-4294967294", "1-4294967295", "1-4294967296", "2-0"):          # short, then wide keys, then short
-        cmd(store, "XADD", "s", i, "100%", "%d", "%b", "x%sy")
-    cmd(store, "XADD", "s", "3-0", "line", "a\nb")                             # a record among the shaped
-    added = [(e[0].encode(), [f.encode() for f in e[1]]) for e in cmd(store, "XRANGE", "s", "-", "+")]
-    assert len(added) == 5
-    check_reads(store, b"s", added)

@@ -13,15 +13,25 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from storage.errors import RedisError
 from storage.ids import MAX_ID, incr
-from storage.options import RangeOptions, StreamInfoOptions
+from storage.options import (
+    AddOptions,
+    ClaimOptions,
+    GroupOptions,
+    IdsOptions,
+    NackOptions,
+    RangeOptions,
+    ReadOptions,
+    StreamInfoOptions,
+    TrimOptions,
+)
 from storage.parts.pel import Pel
 from storage.store import Store
 from storage.txn import Txn
-from tests._helpers import cmd
+from tests.harness.stores import attempt, id_pair
 
-GROUPS = st.sampled_from(["g1", "g2", "g3"])
-CONSUMERS = st.sampled_from(["alice", "bob", "carol"])
-IDS = st.lists(st.integers(1, 14), min_size=1, max_size=4).map(lambda l: ["%d-0" % i for i in l])
+GROUPS = st.sampled_from([b"g1", b"g2", b"g3"])
+CONSUMERS = st.sampled_from([b"alice", b"bob", b"carol"])
+IDS = st.lists(st.integers(1, 14), min_size=1, max_size=4).map(lambda l: tuple((i, 0) for i in l))
 
 
 def expected(tx, name):
@@ -34,7 +44,7 @@ def expected(tx, name):
             if d.last_delivered_id != MAX_ID else None
         out.append({"name": d.name, "consumers": len(d.consumers), "pending": d.pel_count,
                     "last_delivered_id": d.last_delivered_id, "entries_read": d.entries_read, "lag": d.lag,
-                    "nacked": d.nacked_count, "next_id": tuple(map(int, nxt[0][0].split(b"-"))) if nxt else None,
+                    "nacked": d.nacked_count, "next_id": id_pair(nxt[0][0]) if nxt else None,
                     "consumer_rows": [(c.name, c.seen_time, c.active_time, c.pel_count) for c in d.consumers]})
     return out
 
@@ -73,8 +83,8 @@ class HealthMachine(RuleBasedStateMachine):
         self.next_id = 1
         for _ in range(3):
             self.xadd()
-        for g in ("g1", "g2", "g3"):
-            assert cmd(self.store, "XGROUP", "CREATE", "s", g, "0") == "OK"
+        for g in (b"g1", b"g2", b"g3"):
+            assert self.c(lambda tx: tx.create_group(b"s", g, GroupOptions(start=(0, 0)))) is None
 
     def teardown(self):
         if hasattr(self, "store"):
@@ -82,15 +92,15 @@ class HealthMachine(RuleBasedStateMachine):
             self.store.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def c(self, *args):
-        r = cmd(self.store, *args)
-        if isinstance(r, dict) and "error" in r:
-            assert not r["error"].startswith("ERR internal"), r
+    def c(self, verb):
+        r = attempt(self.store, verb)
+        if isinstance(r, RedisError):
+            assert not r.text.startswith("ERR internal"), r
         return r
 
     @rule()
     def xadd(self):
-        self.c("XADD", "s", "%d-0" % self.next_id, "f", "v")
+        self.c(lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions(id=(self.next_id, 0))))
         self.next_id += 1
 
     @rule(ms=st.integers(1, 2000))
@@ -99,43 +109,43 @@ class HealthMachine(RuleBasedStateMachine):
 
     @rule(g=GROUPS, c=CONSUMERS, count=st.integers(0, 3), noack=st.booleans())
     def read_new(self, g, c, count, noack):
-        opts = (["COUNT", str(count)] if count else []) + (["NOACK"] if noack else [])
-        self.c("XREADGROUP", "GROUP", g, c, *opts, "STREAMS", "s", ">")
+        opts = ReadOptions(keys=(b"s",), ids=(b">",), count=count, group=g, consumer=c, noack=noack)
+        self.c(lambda tx: tx.read_group(opts))
 
     @rule(g=GROUPS, c=CONSUMERS, idle=st.sampled_from([0, 500]), count=st.integers(0, 3))
     def read_claim(self, g, c, idle, count):
-        opts = ["COUNT", str(count)] if count else []
-        self.c("XREADGROUP", "GROUP", g, c, "CLAIM", str(idle), *opts, "STREAMS", "s", ">")
+        opts = ReadOptions(keys=(b"s",), ids=(b">",), count=count, group=g, consumer=c, claim=idle)
+        self.c(lambda tx: tx.read_group(opts))
 
     @rule(g=GROUPS, ids=IDS)
     def xack(self, g, ids):
-        self.c("XACK", "s", g, *ids)
+        self.c(lambda tx: tx.ack(b"s", g, IdsOptions(ids=ids, given=len(ids))))
 
     @rule(g=GROUPS, c=CONSUMERS, ids=IDS, force=st.booleans(),
-          when=st.sampled_from([None, ["TIME", "0"], ["TIME", "1"], ["TIME", "2"], ["IDLE", "5000"]]))
+          when=st.sampled_from([{}, {"time": 0}, {"time": 1}, {"time": 2}, {"idle": 5000}]))
     def xclaim(self, g, c, ids, force, when):
         # TIME 0 / 1 / 2: an owned entry whose time key sorts among the NACKed ones
-        self.c("XCLAIM", "s", g, c, "0", *ids, *(["FORCE"] if force else []), *(when or []))
+        self.c(lambda tx: tx.claim(b"s", g, c, ClaimOptions(min_idle=0, ids=ids, force=force, **when)))
 
-    @rule(g=GROUPS, mode=st.sampled_from(["SILENT", "FAIL", "FATAL"]), ids=IDS, force=st.booleans())
+    @rule(g=GROUPS, mode=st.sampled_from(["silent", "fail", "fatal"]), ids=IDS, force=st.booleans())
     def xnack(self, g, mode, ids, force):
-        self.c("XNACK", "s", g, mode, "IDS", str(len(ids)), *ids, *(["FORCE"] if force else []))
+        self.c(lambda tx: tx.nack(b"s", g, NackOptions(mode=mode, ids=ids, force=force)))
 
     @rule(g=GROUPS, c=CONSUMERS)
     def delconsumer(self, g, c):
-        self.c("XGROUP", "DELCONSUMER", "s", g, c)
+        self.c(lambda tx: tx.delete_consumer(b"s", g, c))
 
     @rule(ids=IDS)
     def xdel(self, ids):
-        self.c("XDEL", "s", *ids)
+        self.c(lambda tx: tx.delete_entries(b"s", IdsOptions(ids=ids, given=len(ids))))
 
     @rule(n=st.integers(0, 6))
     def xtrim(self, n):
-        self.c("XTRIM", "s", "MAXLEN", str(n))
+        self.c(lambda tx: tx.trim(b"s", TrimOptions("maxlen", n)))
 
-    @rule(g=GROUPS, to=st.sampled_from(["0", "3", "10", "$"]))
+    @rule(g=GROUPS, to=st.sampled_from([(0, 0), (3, 0), (10, 0), b"$"]))
     def setid(self, g, to):
-        self.c("XGROUP", "SETID", "s", g, to)
+        self.c(lambda tx: tx.set_group_id(b"s", g, GroupOptions(start=to)))
 
     @invariant()
     def agrees(self):
@@ -167,14 +177,14 @@ def test_a_missing_stream_is_no_such_key(store):
 
 
 def test_a_stream_without_groups_has_none(store):
-    cmd(store, "XADD", "s", "*", "f", "v")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
     assert store.run(lambda tx: tx.group_health(b"s")) == []
 
 
 def test_consumers_only_when_asked(store):
-    cmd(store, "XADD", "s", "1-0", "f", "v")
-    cmd(store, "XGROUP", "CREATE", "s", "g", "0")
-    cmd(store, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, 0))))
+    attempt(store, lambda tx: tx.create_group(b"s", b"g", GroupOptions(start=(0, 0))))
+    attempt(store, lambda tx: tx.read_group(ReadOptions(keys=(b"s",), ids=(b">",), group=b"g", consumer=b"c")))
     [h] = store.run(lambda tx: tx.group_health(b"s"))
     assert h.consumer_details is None and h.consumers == 1 and h.pending == 1 and h.next_id is None
     [h] = store.run(lambda tx: tx.group_health(b"s", True))
@@ -185,12 +195,13 @@ def test_no_pel_walk_however_long_the_pel(store, monkeypatch):
     """A thousand pending entries, three of them NACKed: the time index is
     read for four keys (the NACKed ones, then the oldest owned one); the
     PEL's rows and a consumer's rows are never walked."""
-    cmd(store, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    attempt(store, lambda tx: tx.create_group(b"s", b"g", GroupOptions(start=b"$", mkstream=True)))
     store.run(lambda tx: tx.add_auto_many([(b"s", [b"f", b"v"])] * 1000), write=True)
-    cmd(store, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
-    ids = [r[0] for r in cmd(store, "XRANGE", "s", "-", "+", "COUNT", "3")]
-    assert cmd(store, "XNACK", "s", "g", "FAIL", "IDS", "3", *ids) == 3
-    cmd(store, "XADD", "s", "*", "f", "v")
+    attempt(store, lambda tx: tx.read_group(ReadOptions(keys=(b"s",), ids=(b">",), group=b"g", consumer=b"c")))
+    first = attempt(store, lambda tx: tx.range(b"s", RangeOptions((0, 0), MAX_ID, 3)).decoded())
+    ids = tuple(id_pair(i) for i, _ in first)
+    assert attempt(store, lambda tx: tx.nack(b"s", b"g", NackOptions(mode="fail", ids=ids))) == 3
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
     seen = []
     by_time = Pel.by_time
 

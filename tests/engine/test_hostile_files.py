@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from storage.ops import exchange, snapshot
-from tests.engine.test_atomicity import full_dump, open_store
+from storage.options import AddOptions, GroupOptions, IdmpConfigOptions, IdsOptions, ReadOptions
+from tests.harness.stores import full_dump, open_store
 
 SETTINGS = settings(max_examples=int(os.environ.get("XS_HOSTILE_EXAMPLES", "60")), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -24,11 +25,19 @@ SETTINGS = settings(max_examples=int(os.environ.get("XS_HOSTILE_EXAMPLES", "60")
 
 def _seed_store(path):
     """A store with a bit of everything a snapshot carries."""
-    from tests.conftest import run_xs
-    p = run_xs(path, ["XADD s 1-0 a 1 b 2", "XADD s 2-0 a 3", "XADD \"t\\xff\" 1-1 k \"v\\x00\"",
-                      "XGROUP CREATE s g 0", "XREADGROUP GROUP g alice COUNT 1 STREAMS s >",
-                      "XCFGSET s IDMP-DURATION 60", "XADD s IDMP p i1 * z 9", "XDEL s 2-0"])
-    assert p.returncode == 0, p.stderr
+    s = open_store(path)
+    try:
+        with s.write() as tx:
+            tx.add(b"s", [b"a", b"1", b"b", b"2"], AddOptions(id=(1, 0)))
+            tx.add(b"s", [b"a", b"3"], AddOptions(id=(2, 0)))
+            tx.add(b"t\xff", [b"k", b"v\x00"], AddOptions(id=(1, 1)))
+            tx.create_group(b"s", b"g", GroupOptions(start=(0, 0)))
+            tx.read_group(ReadOptions(keys=(b"s",), ids=(b">",), count=1, group=b"g", consumer=b"alice"))
+            tx.configure_idmp(b"s", IdmpConfigOptions(duration=60))
+            tx.add(b"s", [b"z", b"9"], AddOptions(idmp_pid=b"p", idmp_iid=b"i1"))
+            tx.delete_entries(b"s", IdsOptions(ids=((2, 0),), given=1))
+    finally:
+        s.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 (twice the data file), and another process growing the map never makes
 a reader or a writer fail (MDB_MAP_RESIZED is retried, never shown).
 
-The map starts at 1 MiB here (storage.store.INITIAL_MAP patched in the
+The map starts at 1 MiB here (storage.opening.INITIAL_MAP patched in the
 child processes) so that a few MiB of data make it grow many times."""
 import os
 import subprocess
@@ -12,8 +12,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 PRELUDE = (
     "import sys\n"
+    "import storage.opening\n"
     "import storage.store as st\n"
-    "st.INITIAL_MAP = 1 << 20\n"
+    "storage.opening.INITIAL_MAP = 1 << 20\n"
     "from storage.options import AddOptions, RangeOptions\n"
     "db = sys.argv[1]\n"
 )
@@ -89,6 +90,7 @@ def test_a_store_whose_map_another_process_grows_while_it_opens_adopts_the_new_s
     another process grows the map between this process's LMDB open and
     its first transaction.  The open adopts the new size instead of
     failing with MDB_MAP_RESIZED."""
+    import storage.opening
     import storage.store as st
     db = tmp_path / "db"
     subprocess.run([sys.executable, "-c", PRELUDE + "st.Store(db).close()\n", db], cwd=ROOT, check=True)
@@ -104,7 +106,7 @@ def test_a_store_whose_map_another_process_grows_while_it_opens_adopts_the_new_s
             grew.append(int(out))
             assert grew[0] > env.info()["map_size"]         # now larger than what this process mapped
         return env
-    monkeypatch.setattr(st, "INITIAL_MAP", 1 << 20)              # as the writer: a small map to outgrow
+    monkeypatch.setattr(storage.opening, "INITIAL_MAP", 1 << 20)             # as the writer: a small map to outgrow
     monkeypatch.setattr(st.lmdb, "open", open_then_grow)
     s = st.Store(str(db), durable=False)
     try:

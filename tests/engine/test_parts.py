@@ -16,7 +16,7 @@ from storage.parts import Parts
 from storage.parts.refs import DELETED, KEPT, MISSING
 from storage.verbs.budget import Budget, entry_size
 from storage.verbs.trim import NODE_ENTRIES, trim
-from tests._helpers import check_pel_indexes
+from tests.harness.stores import check_pel_indexes, id_text
 
 NOW = 1_700_000_000_000
 
@@ -185,8 +185,8 @@ class LogMachine(RuleBasedStateMachine):
     @rule(a=st.integers(0, 30), b=st.integers(0, 30), count=st.integers(0, 3), rev=st.booleans())
     def ranges_match(self, a, b, count, rev):
         with parts(self.store, commit=False) as p:
-            got = [e[0] for e in p.log.entries(self._m(p), (a, 0), (b, 0), count, rev)]
-        want = [b"%d-%d" % i for i in self.model if (a, 0) <= i <= (b, 0)]
+            got = [id_text(e[0]) for e in p.log.entries(self._m(p), (a, 0), (b, 0), count, rev)]
+        want = ["%d-%d" % i for i in self.model if (a, 0) <= i <= (b, 0)]
         want = want[::-1] if rev else want
         assert got == (want[:count] if count else want)
 

@@ -4,9 +4,10 @@ listpacks), DUMP / RESTORE on a store (storage.verbs.serialized), and RDB
 files written and read by storage.ops.rdbfile.  The payloads marked
 "redis-server 7.0.15" were made by one (DUMP), so these tests hold the
 format without a server; tests/compat/test_dump_restore_vs_redis.py and
-tests/cli/test_rdb_files.py check against a live one."""
+tests/cli/test_rdb_files.py check against a live one; RESTORE's
+arguments as typed, in Redis's order of checks:
+tests/cli/test_restore_command.py."""
 import io
-import shlex
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,20 @@ from hypothesis import strategies as st
 from storage.codec import rdb as R
 from storage.codec.keys import listpack_int
 from storage.errors import RedisError
-from xstream_cli.commands import lookup
+from storage.ids import MAX_ID, MIN_ID
+from storage.options import (
+    AddOptions,
+    ClaimOptions,
+    GroupOptions,
+    IdsOptions,
+    NackOptions,
+    RangeOptions,
+    ReadOptions,
+    RestoreOptions,
+    StreamInfoOptions,
+    TrimOptions,
+)
+from tests.harness.stores import add, read, write
 
 # redis-server 7.0.15, DUMP of SET a ("abc" * 100), SET b ("a" * 5000), SET c (200 words): LZF strings
 LZF_A = bytes.fromhex("00c30e412c0361626361e0ff02e115070162630a00d25733cec044e12b")
@@ -47,25 +61,27 @@ EVENTS_70 = bytes.fromhex(
     "0185616c69636506856c6f67696e060501ff01810000018bcfe5680000810000018bcfe5680000000001000a0070c3c490592bd98d")
 
 
-def argv_of(line, *binary):
-    """A command line; each ``{}`` in it is the next of ``binary`` (bytes)."""
-    out, it = [], iter(binary)
-    for w in shlex.split(line):
-        out.append(next(it) if w == "{}" else w.encode())
-    return out
+def dump(store, name):
+    """DUMP: the payload, or None."""
+    return read(store, lambda tx: tx.dump_value(name))
 
 
-def run(store, line, *binary):
-    argv = argv_of(line, *binary)
-    cmd = lookup(argv)
-    args = cmd.parse(argv)
-    return store.run(lambda tx: cmd.run(tx, *args), write=cmd.write)
+def restore(store, name, payload, **opts):
+    """RESTORE with RestoreOptions(**opts) (no TTL, no REPLACE by default)."""
+    return write(store, lambda tx: tx.restore_value(name, payload, RestoreOptions(**opts)))
 
 
-def fails(store, line, *binary):
-    with pytest.raises(RedisError) as e:
-        run(store, line, *binary)
-    return e.value.text
+def length(store, name):
+    return read(store, lambda tx: tx.length(name))
+
+
+def exists(store, name):
+    return read(store, lambda tx: tx.exists([name]))
+
+
+def read_group(store, name, group, consumer, count=0):
+    opts = ReadOptions(keys=(name,), ids=(b">",), count=count, group=group, consumer=consumer)
+    return write(store, lambda tx: tx.read_group(opts))
 
 
 def records(store, name, active=True):
@@ -184,8 +200,8 @@ def test_any_stream_listpack_is_read_or_refused(tail):
 # =========================================================== RESTORE of Redis
 
 def test_restore_of_a_redis_7_0_payload_keeps_everything(store):
-    run(store, "RESTORE s 0 {}", STREAM_70)
-    assert run(store, "XLEN s") == 6
+    restore(store, b"s", STREAM_70)
+    assert length(store, b"s") == 6
     recs = records(store, b"s")
     meta = recs[0][1]
     assert (meta["length"], meta["last-id"], meta["max-deleted-id"], meta["entries-added"]) == (6, (2, 0), (1, 4), 8)
@@ -202,14 +218,14 @@ def test_restore_of_a_redis_7_0_payload_keeps_everything(store):
 
 
 def test_dump_is_byte_for_byte_what_redis_7_0_dumps(store):
-    run(store, "XADD events 1700000000000-0 user alice action login")
-    assert run(store, "DUMP events") == EVENTS_70
-    run(store, "RESTORE again 0 {}", EVENTS_70)
-    assert run(store, "DUMP again") == EVENTS_70
+    add(store, b"events", (1700000000000, 0), [b"user", b"alice", b"action", b"login"])
+    assert dump(store, b"events") == EVENTS_70
+    restore(store, b"again", EVENTS_70)
+    assert dump(store, b"again") == EVENTS_70
 
 
 def test_dump_of_a_missing_key_is_nil(store):
-    assert run(store, "DUMP nosuch") is None
+    assert dump(store, b"nosuch") is None
 
 
 # ================================================================ xs to xs
@@ -219,115 +235,92 @@ def build(store, name, big=False):
     n = 260 if big else 12
     for i in range(1, n + 1):
         if i % 9 == 0:
-            run(store, "XADD %s %d-%d other %d extra -%d" % (name, 1000 + i // 5, i, i * 12345, i))
+            add(store, name, (1000 + i // 5, i), [b"other", b"%d" % (i * 12345), b"extra", b"-%d" % i])
         else:
-            run(store, "XADD %s %d-%d f %d g '%s'" % (name, 1000 + i // 5, i, i, "v" * (i % 20)))
-    run(store, "XDEL %s 1000-1 1001-5" % name)                  # the first entry and one in the middle
-    run(store, "XGROUP CREATE %s g 0" % name)
-    run(store, "XGROUP CREATE %s empty $" % name)
-    run(store, "XGROUP CREATE %s late 0 ENTRIESREAD 3" % name)
-    run(store, "XREADGROUP GROUP g alice COUNT 3 STREAMS %s >" % name)
-    run(store, "XREADGROUP GROUP g bob COUNT 2 STREAMS %s >" % name)
-    run(store, "XCLAIM %s g bob 0 1000-2" % name)                   # delivery count 2
-    run(store, "XCLAIM %s g bob 0 1000-2" % name)                   # ... and 3
-    run(store, "XGROUP CREATECONSUMER %s g idle" % name)
+            add(store, name, (1000 + i // 5, i), [b"f", b"%d" % i, b"g", b"v" * (i % 20)])
+    # the first entry and one in the middle
+    write(store, lambda tx: tx.delete_entries(name, IdsOptions(ids=((1000, 1), (1001, 5)), given=2)))
+    write(store, lambda tx: tx.create_group(name, b"g", GroupOptions(start=(0, 0))))
+    write(store, lambda tx: tx.create_group(name, b"empty", GroupOptions(start=b"$")))
+    write(store, lambda tx: tx.create_group(name, b"late", GroupOptions(start=(0, 0), entries_read=3)))
+    read_group(store, name, b"g", b"alice", 3)
+    read_group(store, name, b"g", b"bob", 2)
+    for _ in range(2):                  # delivery count 2, then 3
+        write(store, lambda tx: tx.claim(name, b"g", b"bob", ClaimOptions(min_idle=0, ids=((1000, 2),))))
+    write(store, lambda tx: tx.create_consumer(name, b"g", b"idle"))
     if big:
-        run(store, "XDEL %s %d-%d" % (name, 1000 + 200 // 5, 200))
+        write(store, lambda tx: tx.delete_entries(name, IdsOptions(ids=((1000 + 200 // 5, 200),), given=1)))
 
 
 @pytest.mark.parametrize("big", [False, True])
 def test_dump_and_restore_keep_a_stream(store, big):
-    build(store, "s", big)
-    payload = run(store, "DUMP s")
+    build(store, b"s", big)
+    payload = dump(store, b"s")
     assert payload[:1] == b"\x13" and payload[-10:-8] == b"\x0a\x00"     # type 19, RDB version 10
-    run(store, "RESTORE t 0 {}", payload)
+    restore(store, b"t", payload)
     assert records(store, b"t") == records(store, b"s", active=False)
     assert nodes(store, b"t", body=False) == nodes(store, b"s", body=False)
     assert len(nodes(store, b"s")) > (2 if big else 0)
-    assert run(store, "DUMP t") == payload
+    assert dump(store, b"t") == payload
     # both go on the same way: the next entries fill the same nodes
-    for name in ("s", "t"):
+    for name in (b"s", b"t"):
         for i in range(30):
-            run(store, "XADD %s 5000-%d k %d" % (name, i, i))
-        run(store, "XTRIM %s MAXLEN ~ 50" % name)
-    assert run(store, "XLEN s") == run(store, "XLEN t")
+            add(store, name, (5000, i), [b"k", b"%d" % i])
+        write(store, lambda tx: tx.trim(name, TrimOptions("maxlen", 50, approx=True, limit=None)))
+    assert length(store, b"s") == length(store, b"t")
     assert nodes(store, b"t", body=False) == nodes(store, b"s", body=False)
 
 
 def test_an_empty_stream_with_groups(store):
-    run(store, "XGROUP CREATE e g $ MKSTREAM")
-    run(store, "XGROUP CREATECONSUMER e g c")
-    run(store, "XADD e2 5-5 a b")
-    run(store, "XDEL e2 5-5")
-    for name in ("e", "e2"):
-        run(store, "RESTORE %s-copy 0 {}" % name, run(store, "DUMP %s" % name))
-        assert records(store, b"%s-copy" % name.encode()) == records(store, name.encode(), active=False)
+    write(store, lambda tx: tx.create_group(b"e", b"g", GroupOptions(start=b"$", mkstream=True)))
+    write(store, lambda tx: tx.create_consumer(b"e", b"g", b"c"))
+    add(store, b"e2", (5, 5), [b"a", b"b"])
+    write(store, lambda tx: tx.delete_entries(b"e2", IdsOptions(ids=((5, 5),), given=1)))
+    for name in (b"e", b"e2"):
+        restore(store, name + b"-copy", dump(store, name))
+        assert records(store, name + b"-copy") == records(store, name, active=False)
     assert nodes(store, b"e2-copy") == []
 
 
 def test_dump_refuses_nacked_entries_rather_than_drop_them(store):
-    build(store, "s")
-    run(store, "XNACK s g FAIL IDS 1 1000-3")
-    assert "NACKed" in fails(store, "DUMP s")
+    build(store, b"s")
+    write(store, lambda tx: tx.nack(b"s", b"g", NackOptions(mode="fail", ids=((1000, 3),))))
+    with pytest.raises(RedisError) as e:
+        dump(store, b"s")
+    assert "NACKed" in e.value.text
 
 
 def test_idmp_history_is_not_carried(store):
-    run(store, "XADD s IDMP p i1 * f x")
-    run(store, "RESTORE t 0 {}", run(store, "DUMP s"))
+    write(store, lambda tx: tx.add(b"s", [b"f", b"x"], AddOptions(idmp_pid=b"p", idmp_iid=b"i1")))
+    restore(store, b"t", dump(store, b"s"))
     assert [r for r in records(store, b"t") if r[0] == "iid"] == []
     assert [r for r in records(store, b"s") if r[0] == "iid"] != []
 
 
 # ============================================================ RESTORE's rules
 
-def test_restore_checks_in_redis_order_and_changes_nothing_when_refused(store):
-    build(store, "s")
-    good = run(store, "DUMP s")
-    before = everything(store)
-    assert fails(store, "RESTORE s x {}", good) == "BUSYKEY Target key name already exists."
-    assert fails(store, "RESTORE t x {}", good) == "ERR value is not an integer or out of range"
-    assert fails(store, "RESTORE t -1 {}", good) == "ERR Invalid TTL value, must be >= 0"
-    assert fails(store, "RESTORE t 0 {}", good[:-1]) == "ERR DUMP payload version or checksum are wrong"
-    assert fails(store, "RESTORE t 0 {}", b"") == "ERR DUMP payload version or checksum are wrong"
-    newer = R.rdb_dump_payload(good[:-10], version=13)
-    assert fails(store, "RESTORE t 0 {}", newer) == "ERR DUMP payload version or checksum are wrong"
-    assert fails(store, "RESTORE t 0 {}", R.rdb_dump_payload(b"\x13\x05")) == "ERR Bad data format"
-    assert fails(store, "RESTORE t 0 {}", R.rdb_dump_payload(b"\x08")) == "ERR Bad data format"
-    assert fails(store, "RESTORE t 0 {}", R.rdb_dump_payload(b"\x07\x01")) == "ERR Bad data format"  # a module
-    assert fails(store, "RESTORE t 0 {}", LZF_A).startswith("ERR Bad data format: the payload holds a string")
-    assert fails(store, "RESTORE t 0 {} IDLETIME -1", good) == "ERR Invalid IDLETIME value, must be >= 0"
-    assert fails(store, "RESTORE t 0 {} FREQ 256", good) == "ERR Invalid FREQ value, must be >= 0 and <= 255"
-    assert fails(store, "RESTORE t 0 {} FREQ -1", good) == "ERR Invalid FREQ value, must be >= 0 and <= 255"
-    assert fails(store, "RESTORE t 0 {} IDLETIME 1 FREQ 1", good) == "ERR syntax error"
-    assert fails(store, "RESTORE t 0 {} FREQ 1 IDLETIME 1", good) == "ERR syntax error"
-    assert fails(store, "RESTORE t 0 {} IDLETIME", good) == "ERR syntax error"
-    assert fails(store, "RESTORE t 0 {} IDLETIME x", good) == "ERR value is not an integer or out of range"
-    assert fails(store, "RESTORE s x {} IDLETIME -1", good) == "ERR Invalid IDLETIME value, must be >= 0"
-    assert everything(store) == before
-
-
 def test_restore_options(store):
-    build(store, "s")
-    good = run(store, "DUMP s")
-    run(store, "XADD t 1-1 a b")
-    run(store, "RESTORE t 0 {} REPLACE ABSTTL IDLETIME 100", good)       # IDLETIME: checked, then unused
+    build(store, b"s")
+    good = dump(store, b"s")
+    add(store, b"t", (1, 1), [b"a", b"b"])
+    restore(store, b"t", good, replace=True, absttl=True, idletime=100)    # IDLETIME: checked, then unused
     assert records(store, b"t") == records(store, b"s", active=False)
-    run(store, "RESTORE u 0 {} FREQ 255 replace", good)
-    assert run(store, "EXISTS u") == 1
-    run(store, "RESTORE t 1 {} ABSTTL REPLACE", good)                    # expired already: deleted
-    assert run(store, "EXISTS t") == 0
-    run(store, "RESTORE t 1000 {} ABSTTL", good)                         # not made
-    assert run(store, "EXISTS t") == 0
+    restore(store, b"u", good, freq=255, replace=True)
+    assert exists(store, b"u") == 1
+    restore(store, b"t", good, ttl=1, absttl=True, replace=True)          # expired already: deleted
+    assert exists(store, b"t") == 0
+    restore(store, b"t", good, ttl=1000, absttl=True)                     # not made
+    assert exists(store, b"t") == 0
 
 
 def test_restore_with_a_ttl_sets_it(store):
     good = R.rdb_dump_payload(EVENTS_70[:-10])
-    run(store, "RESTORE t 100000 {}", good)
-    assert 99000 <= run(store, "PTTL t") <= 100000
-    run(store, "RESTORE u 99999999999999 {} ABSTTL", good)
-    assert run(store, "PEXPIRETIME u") == 99999999999999
-    run(store, "RESTORE v 0 {}", good)
-    assert run(store, "PTTL v") == -1
+    restore(store, b"t", good, ttl=100000)
+    assert 99000 <= read(store, lambda tx: tx.expire_time(b"t") - tx.now()) <= 100000
+    restore(store, b"u", good, ttl=99999999999999, absttl=True)
+    assert read(store, lambda tx: tx.expire_time(b"u")) == 99999999999999
+    restore(store, b"v", good)
+    assert read(store, lambda tx: tx.expire_time(b"v")) == -1
 
 
 # ========================================================= other producers
@@ -371,8 +364,8 @@ def _restream(payload, rdbtype):
 
 def test_restore_of_redis_7_2_payloads_keeps_active_time(store):
     p21 = _restream(STREAM_70, 21)
-    run(store, "RESTORE s 0 {}", p21)
-    run(store, "RESTORE r 0 {}", STREAM_70)
+    restore(store, b"s", p21)
+    restore(store, b"r", STREAM_70)
     got = records(store, b"s")
     assert ("consumer", b"bob", T70, T70 + 7) in got
     assert records(store, b"s", active=False) == records(store, b"r")
@@ -380,12 +373,11 @@ def test_restore_of_redis_7_2_payloads_keeps_active_time(store):
 
 def test_restore_of_redis_6_payloads_estimates_the_counters(store):
     for i in range(1, 6):
-        run(store, "XADD s %d-0 f %d" % (i, i))
-    run(store, "XGROUP CREATE s g 2-0")
-    run(store, "XGROUP CREATE s h 0")
-    run(store, "XGROUP CREATE s k $")
-    p15 = _restream(run(store, "DUMP s"), 15)
-    run(store, "RESTORE t 0 {}", p15)
+        add(store, b"s", (i, 0), [b"f", b"%d" % i])
+    for group, start in ((b"g", (2, 0)), (b"h", (0, 0)), (b"k", b"$")):
+        write(store, lambda tx: tx.create_group(b"s", group, GroupOptions(start=start)))
+    p15 = _restream(dump(store, b"s"), 15)
+    restore(store, b"t", p15)
     recs = records(store, b"t")
     assert recs[0][1]["entries-added"] == 5 and recs[0][1]["max-deleted-id"] == (0, 0)
     # streamEstimateDistanceFromFirstEverEntry: 2-0 unknowable (-1), before the first 0, the last 5
@@ -396,23 +388,23 @@ def test_restore_of_redis_6_payloads_estimates_the_counters(store):
 
 def _restore_outcome(store, payload):
     try:
-        run(store, "RESTORE x 0 {} REPLACE", payload)
+        restore(store, b"x", payload, replace=True)
     except RedisError as e:
         return e.text
     # taken: the stream must be whole and readable
-    run(store, "XINFO STREAM x FULL")
-    run(store, "XRANGE x - +")
-    run(store, "XREVRANGE x + -")
-    assert sum(n[1] for n in nodes(store, b"x")) == run(store, "XLEN x")
-    run(store, "DEL x")
+    read(store, lambda tx: tx.stream_info(b"x", StreamInfoOptions(full=True)))
+    read(store, lambda tx: tx.range(b"x", RangeOptions(MIN_ID, MAX_ID)))
+    read(store, lambda tx: tx.range(b"x", RangeOptions(MIN_ID, MAX_ID, rev=True)))
+    assert sum(n[1] for n in nodes(store, b"x")) == length(store, b"x")
+    write(store, lambda tx: tx.delete_keys([b"x"]))
     return "OK"
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from([STREAM_70, EVENTS_70]), st.data())
 def test_damaged_payloads_are_refused_with_one_error_and_change_nothing(store, payload, data):
-    if not run(store, "EXISTS keep"):
-        run(store, "XADD keep 1-1 a b")
+    if not exists(store, b"keep"):
+        add(store, b"keep", (1, 1), [b"a", b"b"])
     before = everything(store)
     body = bytearray(payload[:-10])
     how = data.draw(st.sampled_from(["flip", "truncate", "flip-raw"]))
@@ -436,9 +428,9 @@ def test_damaged_payloads_are_refused_with_one_error_and_change_nothing(store, p
 def test_an_rdb_file_of_xs_reads_back_whole(tmp_path, store):
     from storage.ops.rdbfile import restore_rdb, save_rdb, save_rdb_to_path, verify_rdb
     from storage.store import Store
-    build(store, "s", big=True)
-    build(store, "t")
-    run(store, "PEXPIRE t 100000000")
+    build(store, b"s", big=True)
+    build(store, b"t")
+    write(store, lambda tx: tx.expire(b"t", 100000000, True, 0, "pexpire"))
     buf = io.BytesIO()
     st_, notes = save_rdb(store, buf)
     data = buf.getvalue()
@@ -452,7 +444,7 @@ def test_an_rdb_file_of_xs_reads_back_whole(tmp_path, store):
         assert (st2.streams, skipped.text()) == (2, "")
         for name in (b"s", b"t"):
             assert records(other, name, active=False) == records(store, name, active=False)
-        assert 99000000 < run(other, "PTTL t") <= 100000000
+        assert 99000000 < read(other, lambda tx: tx.expire_time(b"t") - tx.now()) <= 100000000
         assert verify_rdb(str(path))[0].entries == st2.entries
     finally:
         other.close()
@@ -467,15 +459,15 @@ def test_a_damaged_rdb_file_is_refused_and_changes_nothing(tmp_path_factory, dat
     d = tmp_path_factory.mktemp("rdb")
     s = Store(str(d / "store"), durable=False)
     try:
-        run(s, "XADD s 1-1 a 1 b 2")
-        run(s, "XADD s 1-2 a 3 b 4")
-        run(s, "XGROUP CREATE s g 0")
-        run(s, "XREADGROUP GROUP g c STREAMS s >")
+        add(s, b"s", (1, 1), [b"a", b"1", b"b", b"2"])
+        add(s, b"s", (1, 2), [b"a", b"3", b"b", b"4"])
+        write(s, lambda tx: tx.create_group(b"s", b"g", GroupOptions(start=(0, 0))))
+        read_group(s, b"s", b"g", b"c")
         buf = io.BytesIO()
         save_rdb(s, buf)
         good = bytearray(buf.getvalue())
-        run(s, "DEL s")
-        run(s, "XADD keep 1-1 x y")
+        write(s, lambda tx: tx.delete_keys([b"s"]))
+        add(s, b"keep", (1, 1), [b"x", b"y"])
         before = everything(s)
         if data.draw(st.booleans()):
             good = good[:data.draw(st.integers(0, len(good) - 1))]
@@ -489,7 +481,7 @@ def test_a_damaged_rdb_file_is_refused_and_changes_nothing(tmp_path_factory, dat
         except SnapshotError:
             assert everything(s) == before
         else:                                 # a flip the format cannot see (an aux value, say)
-            assert run(s, "XLEN s") == 2
+            assert length(s, b"s") == 2
     finally:
         s.close()
 
@@ -536,7 +528,7 @@ def test_every_type_and_opcode_of_an_rdb_file_is_read_over(tmp_path, store):
     assert skipped.text() == ("; skipped 8 hashes, 4 lists, 3 sets, 3 strings, 4 zsets, 1 expired key, "
                               "1 function library")
     restore_rdb(store, str(path))
-    assert run(store, "EXPIRETIME stream") == 2100000000
-    assert run(store, "DUMP stream") == EVENTS_70
+    assert read(store, lambda tx: tx.expire_time(b"stream")) == 2100000000 * 1000
+    assert dump(store, b"stream") == EVENTS_70
     path.write_bytes(body + b"\x00" * 8)                 # saved without a checksum: not checked
     assert verify_rdb(str(path))[0].streams == 1

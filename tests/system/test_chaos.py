@@ -32,7 +32,7 @@ import time
 
 from storage.options import RangeOptions
 from storage.store import Store
-from tests._helpers import check_pel_indexes
+from tests.harness.stores import check_pel_indexes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XS = [sys.executable, "-m", "xstream_cli"]

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from tests._helpers import stderr_on_pty  # noqa: E402
 from tests.conftest import ROOT, XS
+from tests.harness.terminal import stderr_on_pty  # noqa: E402
 
 ENV = dict(os.environ, XS_NO_PROGRESS="1")
 

@@ -1,67 +1,10 @@
-"""A command that answers with an error changes nothing -- in
-single-command mode and inside a script-mode batch, where the batch's
-other commands still commit -- and a batch wakes the readers of every
-stream it changed.
-
-The first tests drive the real ``xs`` (they failed before the engine
-rebuild); the property tests run random command sequences through the
-engine and compare every database, change counters included, before and
-after each command that fails.
-"""
-import os
-import subprocess
-import time
-
-from hypothesis import HealthCheck, example, given, settings
+"""Random sequences of Redis commands as typed (Hypothesis strategies),
+for the atomicity properties of tests/cli: a command that answers with
+an error changes nothing, alone and inside a script-mode batch."""
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from storage import codec
-from tests.conftest import XS
-
 MAX_ID = "18446744073709551615-18446744073709551615"
-
-
-def full_dump(store, lt=None):
-    """Every database's rows, change counters included."""
-    def read(t):
-        return {name: list(t.cursor(db=store.dbs[name])) for name in codec.DATABASES}
-    if lt is not None:
-        return read(lt)
-    with store.env.begin() as t:
-        return read(t)
-
-
-def xs(db, *args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run(XS + ["--db", str(db), "--json"] + list(args), capture_output=True, env=e, timeout=60)
-
-
-def open_store(db):
-    from storage.store import Store
-    return Store(str(db))
-
-
-# ========================================================== the two defects
-
-def test_failing_idmp_xadd_on_an_exhausted_stream_keeps_the_idmp_history(tmp_path):
-    db = tmp_path / "db"
-    for line in (["XADD", "s", "*", "a", "0"], ["XCFGSET", "s", "IDMP-DURATION", "1"],
-                 ["XADD", "s", "IDMP", "p", "i1", "*", "a", "1"], ["XSETID", "s", MAX_ID]):
-        assert xs(db, *line).returncode == 0
-    time.sleep(1.3)                  # i1 expires: the next IDMP XADD would drop it first
-    store = open_store(db)
-    before = full_dump(store)
-    store.close()
-    p = xs(db, "XADD", "s", "IDMP", "p", "i2", "*", "a", "2")
-    assert p.returncode == 1 and b"exhausted" in p.stderr
-    store = open_store(db)
-    assert full_dump(store) == before
-    store.close()
-    # i1's history (expired, so XINFO no longer counts it) is still stored
-    assert b'"type":"iid","stream":"s","producer":"p","iid":"i1"' in xs(db, "export", "--meta", "s").stdout
-
-
-# ==================================================== the atomicity property
 
 KEYS = ["s", "t"]
 IDS = ["0", "0-0", "1-0", "2", "2-0", "3-1", "5-0", "9-0", "-", "+", "$", ">", "x-1", MAX_ID, "(1-0"]
@@ -133,7 +76,8 @@ class SteppingClock:
         return self.t
 
 
-def _clocked(fn):
+def clocked(fn):
+    """``fn`` run with Txn.now a SteppingClock."""
     from unittest import mock
 
     from storage.txn import Txn
@@ -149,26 +93,3 @@ WRITE_THEN_FAIL = ["XCFGSET s IDMP-DURATION 1", "XADD s IDMP p i1 * f v", "XADD 
                    "XSETID s " + MAX_ID, "XADD s IDMP p i2 * f v", "XADD t * f v", "XADD s * f v",
                    "XADD t * f v"]
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@FAST
-@given(sequences)
-@example(["XADD s * f v"] + WRITE_THEN_FAIL)
-def test_every_failing_command_leaves_the_store_byte_identical(tmp_path_factory, seq):
-    """Single-command mode: each command in its own transaction."""
-    from tests._helpers import cmd
-    store = open_store(tmp_path_factory.mktemp("single") / "db")
-
-    @_clocked
-    def check():
-        for line in seq:
-            before = full_dump(store)
-            r = cmd(store, *line.split())
-            if isinstance(r, dict) and "error" in r:
-                assert full_dump(store) == before, (line, r)
-    try:
-        check()
-    finally:
-        store.close()
-
-

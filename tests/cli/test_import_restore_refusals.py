@@ -1,7 +1,9 @@
 """Snapshot restore and JSON-lines import write through one engine path
 (storage.verbs.load) that checks every value before it becomes state: a file
 holding values the engine could not live with is refused, naming the
-line (or byte) and the field, and the store is left as it was."""
+line (or byte) and the field, and the store is left as it was.  These
+tests run ``xs import`` / ``xs restore`` / ``xs export``, so they left
+tests/engine/test_load.py, whose tier calls the engine only."""
 import hashlib
 import json
 import struct
@@ -13,7 +15,7 @@ import pytest
 from storage.codec import packb
 from storage.ops import snapshot
 from tests.conftest import ROOT
-from tests.engine.test_atomicity import full_dump, open_store
+from tests.harness.stores import full_dump, open_store
 
 XS = [sys.executable, "-m", "xstream_cli"]
 
