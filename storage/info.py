@@ -1,15 +1,45 @@
-"""What the introspection verbs return (XINFO, XPENDING's summary, a
-trim's preview): typed records (dataclasses with slots) with one
-attribute per fact.  How a fact is named and ordered in a Redis reply is
-the command line's business (xstream_cli/commands/), not the engine's.
-IDs are ``(ms, seq)``; times are ms.  A field left out when a record is
-made gets its default (None, or the empty name or count); records
-compare by value and are not hashable.
+"""What the verbs return when it is more than a number or a name.
+
+* Entries: named tuples.  ``Entry`` (ID and fields) from every verb that
+  gives entries -- a range is a storage.codec.Entries, a sequence of
+  Entry rows decoded from the store as they are needed --, and
+  ``ClaimedEntry`` and ``AutoClaimed`` from the claiming verbs.
+* Introspection records (XINFO, XPENDING's summary, a trim's preview):
+  dataclasses with slots, one attribute per fact, comparing by value,
+  not hashable; a field left out when one is made gets its default
+  (None, or the empty name or count).
+
+IDs are ``(ms, seq)``; times are ms.  How a fact is named, ordered or
+written in a Redis reply (an ID's ``ms-seq`` text) is the command
+line's business (xstream_cli/commands/ and output/), not the engine's.
 """
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import List, NamedTuple, Optional, Tuple, Union
+
+# Entry, the verbs' row, is a namedtuple defined with the codec that decodes it (off the
+# one-shot path's imports: this module's dataclasses are not)
+from storage.codec.entries import Entry  # noqa: F401
 
 StreamID = Tuple[int, int]
+
+
+class ClaimedEntry(NamedTuple):
+    """An entry XREADGROUP ... CLAIM delivered: ``idle`` ms since its
+    last delivery and ``deliveries`` before this one (0 and 0 for a new
+    entry)."""
+    id: StreamID
+    fields: Optional[List[bytes]]
+    idle: int
+    deliveries: int
+
+
+class AutoClaimed(NamedTuple):
+    """XAUTOCLAIM: the cursor to go on from (``(0, 0)``: the scan is
+    done), the claimed entries (Entry each, or their IDs with JUSTID)
+    and the IDs of the pending entries found deleted and dropped."""
+    next: StreamID
+    claimed: list
+    deleted: List[StreamID]
 
 
 @dataclass(slots=True)

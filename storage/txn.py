@@ -54,7 +54,16 @@ if False:  # typing only (not imported at run time)
 
     from storage.codec import Entries
     from storage.codec.rdb import RdbReader
-    from storage.info import ConsumerInfo, GroupHealth, GroupInfo, PendingRow, PendingSummary, StreamInfo, TrimPreview
+    from storage.info import (
+        AutoClaimed,
+        ConsumerInfo,
+        GroupHealth,
+        GroupInfo,
+        PendingRow,
+        PendingSummary,
+        StreamInfo,
+        TrimPreview,
+    )
     from storage.options import (
         AddOptions,
         AutoClaimOptions,
@@ -73,8 +82,7 @@ if False:  # typing only (not imported at run time)
     )
     from storage.verbs.load import Stats
     StreamID = Tuple[int, int]
-    ReadResult = List[Tuple[bytes, list]]
-    AutoClaimResult = Tuple[bytes, list, List[bytes]]     # (next cursor, claimed, deleted IDs)
+    ReadResult = List[Tuple[bytes, list]]     # [(key, entries)]: Entries (XREAD) or Entry rows (XREADGROUP)
 
     class _StoreLike(Protocol):
         """What a Txn uses of its storage.store.Store (which imports this module)."""
@@ -118,8 +126,8 @@ class Txn:
         self._tails: dict = {}       # last listpack node per stream (storage.parts.log), kept
                                      # across verbs; cleared when a verb is rolled back
         self._shared: Optional[Parts] = None   # the Parts of a ``shared`` run in progress
-        self.consumers_made = 0      # consumers created by the verbs kept, by their first use (xs serve's
-                                     # INFO rdb_changes_since_last_save counts them, as Redis's dirty does)
+        self.dirty = 0               # changes made by the verbs kept, as Redis's server.dirty counts them
+                                     # (consumers made by their first use included): xs serve's INFO
         self._clock: Optional[int] = None   # the transaction's one clock reading (tick)
 
     @staticmethod
@@ -178,7 +186,7 @@ class Txn:
             self._failed = e
             raise
         self.changed |= changed
-        self.consumers_made += p.consumers_made()
+        _count(self, p)
         return result
 
     def _savepoint(self, fn, *args):
@@ -201,7 +209,7 @@ class Txn:
             self._tails.clear()
             raise
         self.changed |= changed
-        self.consumers_made += p.consumers_made()
+        _count(self, p)
         return result
 
     def shared(self, calls: "Sequence[Callable[[], object]]") -> "Optional[list]":
@@ -246,7 +254,7 @@ class Txn:
     def add_auto_many(self, items: "Sequence[Tuple[bytes, object]]", each: bool = False) -> "list":
         """Many ``XADD name * field value ...`` at once (bulk ingest; the
         fields a list, or their text form joined by newlines): their new
-        IDs as text, in order -- the one verb for runs of adds, with its
+        IDs, in order -- the one verb for runs of adds, with its
         policy for a refused item (an exhausted ID) as an argument:
 
         * ``each=False``: all or nothing; the RedisError raised names the
@@ -344,7 +352,7 @@ class Txn:
         return self._write(groups.delete_consumer, name, group, consumer)
 
     def read_group(self, opts: "ReadOptions") -> "ReadResult":
-        """XREADGROUP (without waiting): [(key, entries)]."""
+        """XREADGROUP (without waiting): [(key, [Entry or ClaimedEntry])]."""
         return self._write(delivery.read_group, opts)
 
     def deliver_spans(self, opts: "ReadOptions") -> "list":
@@ -377,11 +385,11 @@ class Txn:
         return self._read(groups.pending_range, name, group, opts)
 
     def claim(self, name: bytes, group: bytes, consumer: bytes, opts: "ClaimOptions") -> "list":
-        """XCLAIM."""
+        """XCLAIM: [Entry], or [StreamID] with JUSTID."""
         return self._write(delivery.claim, name, group, consumer, opts)
 
-    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: "AutoClaimOptions") -> "AutoClaimResult":
-        """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
+    def autoclaim(self, name: bytes, group: bytes, consumer: bytes, opts: "AutoClaimOptions") -> "AutoClaimed":
+        """XAUTOCLAIM: AutoClaimed(next cursor, claimed, deleted IDs)."""
         return self._write(delivery.autoclaim, name, group, consumer, opts)
 
     def groups_info(self, name: bytes) -> "List[GroupInfo]":
@@ -535,6 +543,11 @@ def _child(env, lt):
     return lt.child()
 
 
+def _count(tx, p):
+    """Add a kept verb's changes to its transaction's count."""
+    tx.dirty += p.dirty + p.consumers_made()
+
+
 def _add_each(tx, items):
     """Txn.add_auto_many(each=True) after the run was refused: each item
     added on its own (its savepoint), a refused one's place holding its
@@ -546,7 +559,7 @@ def _add_each(tx, items):
         if type(fields) is bytes:
             fields = fields.split(b"\n")
         try:
-            out.append(b"%d-%d" % tx.add(name, fields, auto))
+            out.append(tx.add(name, fields, auto))
         except RedisError as e:
             out.append(e)
     return out

@@ -1,6 +1,7 @@
 """Entry keys and values (format 4: shapes, compact entries), decoding runs
 of entries, and the node records of storage.parts.nodes."""
 import struct
+from collections import namedtuple
 from itertools import repeat as _repeat
 from operator import itemgetter
 
@@ -220,13 +221,18 @@ def decode_shape(key, value):
     return Shape(key[8], msgpack.unpackb(value, raw=True))
 
 
+Entry = namedtuple("Entry", ("id", "fields"))
+Entry.__doc__ = """An entry as the verbs give it: its ID ``(ms, seq)`` and its fields,
+``[field, value, ...]`` (None for a pending entry deleted from the stream)."""
+
+
 def decode_stored(key, value, shapes):
-    """A stored value -> ``[id_text, fields]`` (``shapes``: tag -> Shape
-    of the entry's stream)."""
+    """A stored value -> Entry (``shapes``: tag -> Shape of the entry's
+    stream)."""
     t = value[0]
     if 0 < t <= MAX_SHAPES:
-        return [b"%d-%d" % id_from_entry_key(key), shapes[t].fields(value)]
-    return decode_entry(value)
+        return Entry(id_from_entry_key(key), shapes[t].fields(value))
+    return Entry(id_from_entry_key(key), decode_entry(value)[1])
 
 
 def stored_fields(value, shapes):
@@ -273,9 +279,11 @@ def records(keys, values, shapes):
 
 
 class Entries:
-    """A range of entries as stored (XRANGE / XREVRANGE replies): the
-    (key, stored value) pairs and the stream's shapes; decoded only when
-    needed.  ``text()`` gives the redis-cli --raw lines a run at a time,
+    """A range of entries as stored (XRANGE, XREVRANGE, XREAD): the (key,
+    stored value) pairs and the stream's shapes, decoded only when
+    needed: a sequence of Entry rows.  For writers that format many
+    entries at once, ``text()`` gives the redis-cli --raw lines a run at
+    a time, ``columns()`` the runs laid out for the RESP encoder and
     ``values`` the records."""
 
     __slots__ = ("pairs", "shapes", "_records")
@@ -306,7 +314,7 @@ class Entries:
     __hash__ = None  # type: ignore[assignment]  # mutable: unhashable
 
     def decoded(self):
-        """[[id_text, fields], ...]"""
+        """[Entry, ...]"""
         return list(self)
 
     def _split(self) -> "tuple[list, list]":

@@ -129,8 +129,8 @@ class StreamView:
     name: bytes
     length: int
     entries_added: int
-    first_id: Optional[bytes]
-    last_id: Optional[bytes]
+    first_id: Optional[Tuple[int, int]]
+    last_id: Optional[Tuple[int, int]]
     last_generated_id: Optional[Tuple[int, int]]
     last_entry_age_ms: Optional[int]
     ttl_ms: Optional[int]
@@ -239,12 +239,12 @@ def _stream(tx, name, now, with_groups, detail, with_consumers, with_dead, with_
     except RedisError:            # gone since the names were read (cannot happen in one txn)
         return None
     health = tx.group_health(name, with_consumers) if with_groups and info.groups else []
-    first = info.first_entry[0] if info.first_entry else None
-    last = info.last_entry[0] if info.last_entry else None
+    first = info.first_entry.id if info.first_entry else None
+    last = info.last_entry.id if info.last_entry else None
     expires = tx.expire_time(name) if with_ttl else -1
     s = StreamView(name=name, length=info.length or 0, entries_added=info.entries_added or 0,
                    first_id=first, last_id=last, last_generated_id=info.last_generated_id,
-                   last_entry_age_ms=None if last is None else now - int(last.split(b"-")[0]),
+                   last_entry_age_ms=None if last is None else now - last[0],
                    ttl_ms=None if expires < 0 else max(0, expires - now))
     for h in health:
         g = GroupView(name=h.name, consumer_count=h.consumers or 0, pending=h.pending or 0,
@@ -264,11 +264,6 @@ def _stream(tx, name, now, with_groups, detail, with_consumers, with_dead, with_
     if with_dead and (_is_dead_letter(info.first_entry) or _is_dead_letter(info.last_entry)):
         s.dead_letters = _count_dead_letters(tx, name)
     return s
-
-
-def _key(entry_id):
-    ms, seq = entry_id.split(b"-")
-    return int(ms), int(seq)
 
 
 def _after(i):
@@ -299,7 +294,7 @@ def _count_dead_letters(tx, name):
                 counts[k] = counts.get(k, 0) + 1
         if len(page) < _PAGE:
             break
-        start = _after(_key(page[-1][0]))
+        start = _after(page[-1].id)
     return [DeadLetters(origin_stream=s, origin_group=g, count=n) for (s, g), n in sorted(counts.items())]
 
 

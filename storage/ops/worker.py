@@ -26,19 +26,15 @@ class Delivery:
     """One entry delivered to this consumer."""
     __slots__ = ("id", "key", "fields", "deliveries")
 
-    def __init__(self, entry_id, fields, deliveries):
-        self.id = entry_id                              # b"ms-seq"
-        self.key = parse_key(entry_id)                  # (ms, seq)
+    def __init__(self, key, fields, deliveries):
+        self.key = key                                  # (ms, seq)
+        self.id = b"%d-%d" % key                        # its text, as the child's environment and
+                                                        # a dead letter's xs-id field carry it
         self.fields = fields                            # [f, v, ...] or None (deleted)
         self.deliveries = deliveries                    # delivery count, this delivery included
 
     def __repr__(self):
         return "Delivery(%r, %r, %r)" % (self.id, self.fields, self.deliveries)
-
-
-def parse_key(entry_id):
-    ms, seq = entry_id.split(b"-")
-    return int(ms), int(seq)
 
 
 def ensure_group(store, stream, group, start):
@@ -68,7 +64,7 @@ def _deliveries(tx, stream, group, keys):
 
 def _with_counts(tx, stream, group, rows):
     """[(id, fields)] -> [Delivery]."""
-    keys = [parse_key(i) for i, _ in rows]
+    keys = [i for i, _ in rows]
     counts = _deliveries(tx, stream, group, keys)
     return [Delivery(i, f, n) for (i, f), n in zip(rows, counts)]
 
@@ -173,8 +169,9 @@ def dead_letter_origin(fields):
 
 class Redriven:
     """One dead letter put back: ``dead`` (its ID in the dead-letter
-    stream), ``stream`` and ``original`` (where it came from), ``new``
-    (its ID there now; None in a dry run)."""
+    stream), ``stream`` and ``original`` (where it came from: the stream
+    and the original ID's text, as the letter's fields hold them),
+    ``new`` (its ID there now; None in a dry run).  IDs are (ms, seq)."""
     __slots__ = ("dead", "stream", "original", "new")
 
     def __init__(self, dead, stream, original, new):
@@ -183,7 +180,7 @@ class Redriven:
 
 class Stuck:
     """A dead letter that cannot be put back (its origin stream refuses
-    the entry: an exhausted ID): ``dead`` (its ID, left in the
+    the entry: an exhausted ID): ``dead`` (its ID (ms, seq), left in the
     dead-letter stream), ``stream``, and ``error`` (Redis's text)."""
     __slots__ = ("dead", "stream", "error")
 
@@ -209,16 +206,16 @@ def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False, stuck
     ents = tx.range(dl_stream, RangeOptions(after, (2 ** 64 - 1, 2 ** 64 - 1), count, False)) or ()
     done, foreign, last = [], [], None
     for e in ents:
-        last = e[0]
-        origin = dead_letter_origin(e[1])
+        last = e.id
+        origin = dead_letter_origin(e.fields)
         if origin is None:
-            foreign.append(e[0])
+            foreign.append(e.id)
             continue
         stream, original, fields = origin
         if only is not None and stream not in only:
             continue
         if not fields:                   # an entry deleted while pending has nothing to put back
-            foreign.append(e[0])
+            foreign.append(e.id)
             continue
         new = None
         if not dry:
@@ -227,12 +224,12 @@ def redrive(tx, dl_stream, after=(0, 0), only=None, count=1000, dry=False, stuck
             except RedisError as err:
                 if stuck is None:
                     raise
-                stuck.append(Stuck(e[0], stream, err.text))
+                stuck.append(Stuck(e.id, stream, err.text))
                 continue
-            new = b"%d-%d" % (ms, seq)
-            tx.delete_entries(dl_stream, IdsOptions((parse_key(e[0]),), 1, KEEPREF))
-        done.append(Redriven(e[0], stream, original, new))
-    return done, (None if last is None else parse_key(last)), foreign
+            new = (ms, seq)
+            tx.delete_entries(dl_stream, IdsOptions((e.id,), 1, KEEPREF))
+        done.append(Redriven(e.id, stream, original, new))
+    return done, last, foreign
 
 
 def claim_wait_ms(tx, stream, group, claim_idle):

@@ -33,13 +33,15 @@ class Parts:
     ``refs``) and ``idmp`` on first use, so a one-shot stream command
     does not import them."""
 
-    __slots__ = ("kv", "streams", "log", "now", "_idmp", "_groups", "_pel", "_refs", "_expiry")
+    __slots__ = ("kv", "streams", "log", "now", "dirty", "_idmp", "_groups", "_pel", "_refs", "_expiry")
 
     def __init__(self, lt, dbs, now, tails=None):
         kv = self.kv = KV(lt, dbs)
         self.streams = StreamTable(kv, now)
         self.log = EntryLog(kv, tails)     # tails: the transaction's node cache
         self.now = now            # the verb's clock reading, ms
+        self.dirty = 0            # changes the verb made, as Redis's commands add them to server.dirty
+                                  # (INFO rdb_changes_since_last_save); consumers made are counted apart
         self._idmp = self._groups = self._pel = self._refs = self._expiry = None
 
     @property

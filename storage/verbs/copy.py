@@ -20,6 +20,7 @@ def copy(p, src, dst, replace=False):
     if p.streams.get(dst) is not None and not replace:
         return 0
     load(p, list(_as_loaded(stream_records(p, src, batched=True), dst)), replace=True)
+    p.dirty += 1
     return 1
 
 

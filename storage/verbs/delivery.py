@@ -3,7 +3,8 @@ CLAIM of idle ones), XCLAIM, XAUTOCLAIM.  Functions of ``p``
 (storage.parts.Parts), called through the facade.
 """
 from storage import errors
-from storage.ids import MAX_ID, MIN_ID, fmt, incr
+from storage.ids import MAX_ID, MIN_ID, incr
+from storage.info import AutoClaimed, ClaimedEntry, Entry
 from storage.options import raise_deferred
 from storage.parts.pel import bump, shown
 from storage.verbs import lag
@@ -28,8 +29,8 @@ class Span:
 
 def read_group(p, o, spans=False):
     """XREADGROUP without blocking: ``[(key, entries)]``.  Each entry is
-    [id, fields] -- fields None for a deleted pending entry -- or, with
-    CLAIM, [id, fields, idle ms, delivery count].
+    an Entry -- fields None for a deleted pending entry -- or, with
+    CLAIM, a ClaimedEntry (storage.info).
 
     ``spans``: for a read of new entries only (every ID ``>``, no CLAIM,
     MAXCOUNT or MAXSIZE), ``[(key, Span)]`` instead: the same delivery,
@@ -68,11 +69,12 @@ def read_group(p, o, spans=False):
             elif (not count or left > 0) and not budget.spent:
                 news = _deliver_new(p, m, g, c, left, o.noack, budget)
                 if o.claim is not None:
-                    news = [[i, f, 0, 0] for i, f in news]
+                    news = [ClaimedEntry(i, f, 0, 0) for i, f in news]
                 ents += news
             if not ents:
                 continue
             c.active_time = now
+            p.dirty += 1                # new entries delivered: one change a stream (t_stream.c's propCount)
         else:
             ents = _history(p, m, g, c, want, count, budget)
         p.streams.touch(key)
@@ -81,17 +83,34 @@ def read_group(p, o, spans=False):
     return out
 
 
+def _deliverer(p, m, g, c, noack):
+    """``deliver(i)``: entry ``i`` (after the group's last ID, each
+    newer than the one before) is delivered to ``c``: the group's
+    counters move past it and, unless NOACK, it is pending with ``c``.
+    What it needs is looked up once for the whole delivery (the
+    stream's first ID: delivering changes no entry)."""
+    log, first, now, cid = p.log, p.log.first_id(m), p.now, c.cid
+    advance = lag.advance
+    if noack:
+        return lambda i: advance(log, m, g, i, first)
+    pel = p.pel
+    get, put = pel.get, pel.put
+
+    def deliver(i):
+        advance(log, m, g, i, first)
+        put(g, i, cid, now, 1, get(g, i), c)
+    return deliver
+
+
 def _deliver_new(p, m, g, c, count, noack, budget):
     """Entries after the group's last ID, now delivered to ``c``."""
     if m.length == 0 or g.last_id >= m.last_id:
         return []
-    out = []
-    for i, fields in budget.fit(p.log.rows(m, incr(g.last_id), count)):
-        lag.advance(p.log, m, g, i)
-        if not noack:
-            p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
-        out.append([fmt(i), fields])
-    return out
+    rows = budget.fit(p.log.rows(m, incr(g.last_id), count))
+    deliver = _deliverer(p, m, g, c, noack)
+    for i, _ in rows:
+        deliver(i)
+    return [Entry(i, fields) for i, fields in rows]
 
 
 def _deliver_span(p, m, g, c, count, noack):
@@ -100,10 +119,9 @@ def _deliver_span(p, m, g, c, count, noack):
         return []
     first = i = None
     n = 0
+    deliver = _deliverer(p, m, g, c, noack)
     for i in p.log.ids(m, start=incr(g.last_id), count=count):
-        lag.advance(p.log, m, g, i)
-        if not noack:
-            p.pel.put(g, i, c.cid, p.now, 1, p.pel.get(g, i))
+        deliver(i)
         if first is None:
             first = i
         n += 1
@@ -122,15 +140,15 @@ def _history(p, m, g, c, after, count, budget):
         if fields is not None:
             old = p.pel.get(g, i)
             p.pel.put(g, i, c.cid, p.now, bump(old[2]), old)
-        out.append([fmt(i), fields])
+        out.append(Entry(i, fields))
     return out
 
 
 def _claim_idle(p, m, g, c, min_idle, count, budget):
     """XREADGROUP ... CLAIM: move entries idle for ``min_idle`` ms to
     ``c``, longest idle first (NACKed first), at most ``count`` (0: all).
-    Entries deleted from the stream are skipped.  Returns [id, fields,
-    idle, delivery count before this delivery].  Walks the time index
+    Entries deleted from the stream are skipped.  Returns ClaimedEntry
+    rows (the delivery count before this delivery).  Walks the time index
     from its start: O(log n + k)."""
     now = p.now
     cutoff = now - min_idle
@@ -153,7 +171,7 @@ def _claim_idle(p, m, g, c, min_idle, count, budget):
         old = record(i)
         idle = now - old[1] if old[0] else now
         moves.append((i, old))
-        out.append([fmt(i), fields, idle if idle > 0 else 0, shown(old[2])])
+        out.append(ClaimedEntry(i, fields, idle if idle > 0 else 0, shown(old[2])))
     p.pel.deliver_many(g, moves, c, now)
     return out
 
@@ -179,7 +197,8 @@ def claim_wait_ms(p, keys, group, min_idle):
 
 
 def claim(p, name, group, consumer, o):
-    """XCLAIM: entries (or IDs with JUSTID) now owned by ``consumer``."""
+    """XCLAIM: the entries (Entry each, or their IDs with JUSTID) now
+    owned by ``consumer``."""
     m, g = need_group(p, name, group)
     raise_deferred(o)
     now = p.now
@@ -190,7 +209,8 @@ def claim(p, name, group, consumer, o):
         t = o.time
     if t < 0 or t > now:
         t = now
-    if o.lastid is not None and o.lastid > g.last_id:
+    lastid_moved = o.lastid is not None and o.lastid > g.last_id
+    if lastid_moved:
         g.last_id = o.lastid
     # Redis (7.0.x backports of #11099 on): the consumer is created or
     # seen before the claiming, even when nothing is claimed
@@ -201,6 +221,8 @@ def claim(p, name, group, consumer, o):
         if not p.log.exists(m, i):
             if old is not None:
                 p.pel.remove(g, i, old)
+                p.dirty += 1
+                lastid_moved = False    # Redis: propagated with this change
             continue
         if old is None:
             if not o.force:
@@ -216,9 +238,11 @@ def claim(p, name, group, consumer, o):
             count = bump(count)
         p.pel.put(g, i, c.cid, t, count, old)
         c.active_time = now
-        out.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+        out.append(i if o.justid else Entry(i, p.log.fields(m, i)))
+        lastid_moved = False
     if out:
         p.streams.touch(name)
+    p.dirty += len(out) + lastid_moved
     return out
 
 
@@ -253,7 +277,7 @@ def transient_memory_limit():
 
 
 def autoclaim(p, name, group, consumer, o):
-    """XAUTOCLAIM: (next cursor, claimed, deleted IDs)."""
+    """XAUTOCLAIM: an AutoClaimed (next cursor, claimed, deleted IDs)."""
     m, g = need_group(p, name, group)
     if o.count * 16 > transient_memory_limit():
         raise errors.autoclaim_count_too_high()
@@ -271,15 +295,16 @@ def autoclaim(p, name, group, consumer, o):
         attempts -= 1
         if not exists(i):
             p.pel.remove(g, i, rec)
-            deleted.append(fmt(i))
+            deleted.append(i)
             count -= 1
             continue
         if rec[0] and o.min_idle and now - rec[1] < o.min_idle:
             continue
         p.pel.put(g, i, c.cid, now, rec[2] if o.justid else bump(rec[2]), rec)
         c.active_time = now
-        claimed.append(fmt(i) if o.justid else [fmt(i), p.log.fields(m, i)])
+        claimed.append(i if o.justid else Entry(i, p.log.fields(m, i)))
         count -= 1
     if claimed or deleted:
         p.streams.touch(name)
-    return fmt(nxt), claimed, deleted
+    p.dirty += len(claimed) + len(deleted)
+    return AutoClaimed(nxt, claimed, deleted)

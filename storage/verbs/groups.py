@@ -69,6 +69,7 @@ def create_group(p, name, group, o):
         m = p.streams.create(name)
     p.groups.create(m, group, start, lag.clamp_entries_read(m, o.entries_read))
     p.streams.touch(name)
+    p.dirty += 1
 
 
 def set_group_id(p, name, group, o):
@@ -78,6 +79,7 @@ def set_group_id(p, name, group, o):
     g.last_id = m.last_id if o.start == b"$" else o.start
     g.entries_read = lag.clamp_entries_read(m, o.entries_read)
     p.streams.touch(name)
+    p.dirty += 1
 
 
 def destroy_group(p, name, group):
@@ -88,6 +90,7 @@ def destroy_group(p, name, group):
         return 0
     drop_group(p, g)
     p.streams.touch(name)
+    p.dirty += 1
     return 1
 
 
@@ -104,6 +107,7 @@ def create_consumer(p, name, group, consumer):
         return 0
     p.groups.create_consumer(g, consumer, p.now)
     p.streams.touch(name)
+    p.dirty += 1
     return 1
 
 
@@ -111,6 +115,7 @@ def delete_consumer(p, name, group, consumer):
     """XGROUP DELCONSUMER: how many pending entries it had (they leave
     the group PEL too)."""
     m, g = need_xgroup(p, name, group)
+    p.dirty += 1                      # as Redis, also for a consumer that does not exist
     c = p.groups.consumer(g, consumer)
     if c is None:
         return 0
@@ -134,6 +139,7 @@ def ack(p, name, group, o):
     n = sum(1 for i in o.ids if p.pel.discard(g, i))
     if n:
         p.streams.touch(name)
+    p.dirty += n
     return n
 
 
@@ -150,6 +156,7 @@ def ack_delete(p, name, group, o):
     out = [-1 if not p.pel.discard(g, i) else (2 if p.refs.delete_noted(m, groups, i, o.policy) == KEPT else 1)
            for i in o.ids]
     p.streams.touch(name)
+    p.dirty += len(out) - out.count(-1)
     return out
 
 
@@ -176,6 +183,7 @@ def nack(p, name, group, o):
         n += 1
     if n:
         p.streams.touch(name)
+    p.dirty += n
     return n
 
 

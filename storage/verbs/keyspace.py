@@ -15,7 +15,17 @@ from storage.glob import match
 
 
 def delete_keys(p, names):
-    """DEL: delete streams with their entries, groups and IDMP history."""
+    """DEL: delete streams with their entries, groups and IDMP history;
+    how many existed."""
+    n = drop_keys(p, names)
+    p.dirty += n
+    return n
+
+
+def drop_keys(p, names):
+    """``delete_keys`` for a verb that deletes keys as part of its own
+    change (RENAME's target, EXPIRE in the past, RESTORE of an expired
+    value), which counts that change itself."""
     n = 0
     for name in names:
         m = p.streams.get(name)
@@ -80,7 +90,7 @@ def rename(p, src, dst):
     if src == dst:
         return
     if p.streams.get(dst) is not None:
-        delete_keys(p, [dst])
+        drop_keys(p, [dst])
     at = m.expire_at
     if at is not None:                # the TTL goes with the stream, as in Redis
         p.expiry.set(src, m, None)
@@ -88,6 +98,7 @@ def rename(p, src, dst):
     p.streams.adopt(dst, m)
     if at is not None:
         p.expiry.set(dst, m, at)
+    p.dirty += 1
 
 
 # ================================================================== expiry
@@ -120,8 +131,9 @@ def expire(p, name, when, relative, flag, command):
             return 0
         if flag & LT and current is not None and when >= current:
             return 0
+    p.dirty += 1
     if when <= p.now:
-        delete_keys(p, [name])
+        drop_keys(p, [name])
         return 1
     p.expiry.set(name, m, when)
     return 1
@@ -142,6 +154,7 @@ def persist(p, name):
     if m is None or m.expire_at is None:
         return 0
     p.expiry.set(name, m, None)
+    p.dirty += 1
     return 1
 
 

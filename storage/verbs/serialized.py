@@ -30,7 +30,7 @@ from storage.ids import MAX_ID, MIN_ID
 from storage.options import raise_deferred
 from storage.parts import nodes as _nodes
 from storage.verbs.dump import stream_records
-from storage.verbs.keyspace import delete_keys
+from storage.verbs.keyspace import drop_keys
 from storage.verbs.load import Loader, LoadError
 
 I64 = (1 << 63) - 1
@@ -148,10 +148,11 @@ def restore(p, name, payload, o):
     events = R.rdb_stream_events(r, t)
     if ttl and not o.absttl:
         ttl += p.now                   # past 2^63-1 it wraps negative in Redis: expired at once
+    p.dirty += 1
     if ttl and (ttl <= p.now or ttl > I64):
         # already expired: the key is not made (and REPLACE deletes it)
         if o.replace:
-            delete_keys(p, [name])
+            drop_keys(p, [name])
         return
     try:
         load_stream(p, name, events, True, "RESTORE", ttl or None)

@@ -39,6 +39,7 @@ def add(p, name, fields, o):
             if dup is not None:
                 m.idmp_stats[3] += 1
                 m.idmp_cfg = True
+                p.dirty += 1
                 return dup
     last = m.last_id if m is not None else MIN_ID
     if last == MAX_ID:
@@ -54,6 +55,7 @@ def add(p, name, fields, o):
     if o.trim is not None:
         from storage.verbs.trim import trim as _trim
         _trim(p.log, p.refs, m, o.trim)
+    p.dirty += 1
     return new
 
 
@@ -62,7 +64,7 @@ def add_auto_many(p, items):
     ingest runs this for every run of such lines, so it is kept tight.
     ``items`` are (name, fields) pairs, where fields is the field/value
     list or, already in text form, those fields joined by newlines (none
-    of them containing one).  Returns the new IDs as text, in order.
+    of them containing one).  Returns the new IDs, in order.
     Raises the exhausted-ID error if any item cannot be added, its
     ``item`` the index of the first refused (Txn.add_auto_many decides
     what follows).  The cyclic collector is paused throughout (see
@@ -79,7 +81,7 @@ def _add_auto_many(p, items):
             ids = _add_run(p, name, items)          # one stream: the usual bulk ingest
             if ids is not None:
                 return ids
-    out: list[bytes] = []
+    out: list[tuple[int, int]] = []
     app = out.append
     now = p.now
     last_name = m = None
@@ -103,8 +105,9 @@ def _add_auto_many(p, items):
             e = errors.xadd_exhausted()
             e.item = len(out)           # which item was refused (Txn.add_auto_many)
             raise e
-        pairs.append(((ms, seq), f))
-        app(b"%d-%d" % (ms, seq))
+        new = (ms, seq)
+        pairs.append((new, f))
+        app(new)
     if m is not None:
         _finish_run(p, m, ms, seq, pairs)
     return out
@@ -114,7 +117,7 @@ def _add_run(p, name, items):
     """``add_auto_many`` of items all to stream ``name``, whose IDs are
     one millisecond's consecutive sequence numbers (the first one's
     rules, then one more each: what the loop would give them): the IDs
-    and their text made in C-level passes.  None (nothing done) when
+    made in C-level passes.  None (nothing done) when
     the sequence numbers would run out within the run."""
     m = p.streams.get_or_create(name)
     ms, seq = m.last_id
@@ -127,15 +130,14 @@ def _add_run(p, name, items):
         return None
     ids = list(zip(repeat(ms, n), range(seq, seq + n)))
     _finish_run(p, m, ms, seq + n - 1, list(zip(ids, map(_second, items))))
-    out = ((b"%d-%%d\n" % ms) * n % tuple(range(seq, seq + n))).split(b"\n")
-    out.pop()
-    return out
+    return ids
 
 
 def _finish_run(p, m, ms, seq, pairs):
     p.log.append_many(m, pairs)
     m.last_id = (ms, seq)
     m.entries_added += len(pairs)
+    p.dirty += len(pairs)
 
 
 def next_id(last, req, seq_given, now):
@@ -192,6 +194,7 @@ def delete_entries(p, name, o):
             n += 1
             if i > m.max_deleted:
                 m.max_deleted = i
+    p.dirty += n
     return n
 
 
@@ -203,7 +206,9 @@ def delete_entries_ex(p, name, o):
         return [-1] * o.given
     raise_deferred(o)
     groups = p.refs.groups_for(m, o.policy)
-    return [p.refs.delete_noted(m, groups, i, o.policy) for i in o.ids]
+    out = [p.refs.delete_noted(m, groups, i, o.policy) for i in o.ids]
+    p.dirty += out.count(1)
+    return out
 
 
 # ================================================================ XTRIM
@@ -215,7 +220,9 @@ def trim(p, name, o):
     if m is None:
         return 0
     from storage.verbs.trim import trim as _trim
-    return _trim(p.log, p.refs, m, o)
+    n = _trim(p.log, p.refs, m, o)
+    p.dirty += n
+    return n
 
 
 # =============================================================== XSETID
@@ -239,6 +246,7 @@ def set_id(p, name, o):
         m.entries_added = o.entries_added
     if o.max_deleted is not None and o.max_deleted != MIN_ID:
         m.max_deleted = o.max_deleted
+    p.dirty += 1
 
 
 # ========================================================== XIDMPRECORD
@@ -261,6 +269,7 @@ def record_idmp(p, name, pid, iid, o):
     had = p.idmp.put(m, pid, iid, i, p.now)
     if had is not None and had != i:
         raise errors.xidmprecord_other_id()
+    p.dirty += 1
 
 
 # ============================================================== XCFGSET
@@ -282,6 +291,7 @@ def configure_idmp(p, name, o):
     if changed:
         p.idmp.clear(m)
     m.idmp_cfg = True
+    p.dirty += 1
 
 
 # ================================================================ XREAD

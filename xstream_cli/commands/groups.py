@@ -8,7 +8,7 @@ from storage.ids import MAX_ID, fmt, parse_id, parse_range_id
 from storage.options import AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions
 from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.commands.streams import _ids, parse_ids_block
-from xstream_cli.output.reply import OK, Status
+from xstream_cli.output.reply import OK, Status, entry_rows
 
 XGROUP_HELP = [
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -267,7 +267,7 @@ def parse_xclaim(argv):
 
 
 def xclaim(tx, key, group, consumer, opts):
-    return tx.claim(key, group, consumer, opts)
+    return entry_rows(tx.claim(key, group, consumer, opts))
 
 
 def parse_xautoclaim(argv):
@@ -294,4 +294,4 @@ def parse_xautoclaim(argv):
 
 def xautoclaim(tx, key, group, consumer, opts):
     nxt, claimed, deleted = tx.autoclaim(key, group, consumer, opts)
-    return [nxt, claimed, deleted]
+    return [fmt(nxt), entry_rows(claimed), entry_rows(deleted)]

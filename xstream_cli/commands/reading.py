@@ -8,7 +8,7 @@ from storage import errors
 from storage.ids import MAX_ID, parse_id
 from storage.options import ReadOptions
 from xstream_cli.commands.parsing import ll
-from xstream_cli.output.reply import Map
+from xstream_cli.output.reply import Map, entry_rows
 
 # ================================================================== XREAD
 
@@ -114,7 +114,7 @@ def read_reply(res):
     """[(key, entries), ...] -> the XREAD reply (null when empty)."""
     if not res:
         return None
-    return Map(list(res), flat=False)
+    return Map([(key, entry_rows(ents)) for key, ents in res], flat=False)
 
 
 def parse_xread(argv):

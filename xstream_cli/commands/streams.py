@@ -23,7 +23,7 @@ from storage.options import (
     TrimOptions,
 )
 from xstream_cli.commands.parsing import deferring, ll
-from xstream_cli.output.reply import OK, Map, Status
+from xstream_cli.output.reply import OK, Map, Status, entry_reply, entry_rows
 
 POLICIES = {b"KEEPREF": KEEPREF, b"DELREF": DELREF, b"ACKED": ACKED}
 
@@ -361,9 +361,10 @@ def stream_info_reply(s):
                   ("iids-tracked", d.iids_tracked), ("iids-added", d.iids_added),
                   ("iids-duplicates", d.iids_duplicates)]
     if not s.full:
-        pairs += [("groups", s.groups), ("first-entry", s.first_entry), ("last-entry", s.last_entry)]
+        pairs += [("groups", s.groups), ("first-entry", None if s.first_entry is None else entry_reply(s.first_entry)),
+                  ("last-entry", None if s.last_entry is None else entry_reply(s.last_entry))]
     else:
-        pairs += [("entries", s.entries), ("groups", [_group_detail(g) for g in s.groups])]
+        pairs += [("entries", entry_rows(s.entries)), ("groups", [_group_detail(g) for g in s.groups])]
     return Map(pairs)
 
 

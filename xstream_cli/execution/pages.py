@@ -22,7 +22,7 @@ def range_pages(tx, key, lo, hi, left, rev):
             return
         if left is not None:
             left -= got
-        last = page[got - 1][0]
+        last = page[got - 1].id
         nxt = id_before(last) if rev else id_after(last)
         if nxt is None:
             return
@@ -33,16 +33,16 @@ def range_pages(tx, key, lo, hi, left, rev):
 
 
 def id_after(i):
-    """The ID after text ID ``i`` (None after the largest)."""
-    ms, seq = (int(x) for x in i.split(b"-"))
+    """The ID after ``i`` (None after the largest)."""
+    ms, seq = i
     if seq < (1 << 64) - 1:
         return ms, seq + 1
     return (ms + 1, 0) if ms < (1 << 64) - 1 else None
 
 
 def id_before(i):
-    """The ID before text ID ``i`` (None before 0-0)."""
-    ms, seq = (int(x) for x in i.split(b"-"))
+    """The ID before ``i`` (None before 0-0)."""
+    ms, seq = i
     if seq:
         return ms, seq - 1
     return (ms - 1, (1 << 64) - 1) if ms else None
@@ -72,16 +72,18 @@ def is_paged_read(opts, group=False):
 def read_pages(tx, opts):
     """XREAD in pages: [(key, pages)] for the streams with entries after
     their ID (empty: nothing yet).  The first page of each is read at
-    once (errors raise here), the rest as they are asked for."""
+    once (errors raise here), the rest as they are asked for.  Pages are
+    storage.codec.Entries, or lists of reply entries."""
     from storage.ids import MAX_ID
+    from xstream_cli.output.reply import entry_rows
     streams = []
     for key, page in tx.read_streams(opts.replace(count=PAGE)):
         rest = None
         if len(page) == PAGE and opts.count != PAGE:
-            after = id_after(page[PAGE - 1][0])
+            after = id_after(page[PAGE - 1].id)
             if after is not None:
                 rest = range_pages(tx, key, after, MAX_ID, opts.count - PAGE if opts.count else None, False)
-        streams.append((key, chain(page, rest)))
+        streams.append((key, chain(entry_rows(page), rest)))
     return streams
 
 

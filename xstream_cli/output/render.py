@@ -12,7 +12,7 @@ C1 controls and bytes that are not UTF-8 are escaped, never written raw.
 """
 from storage.codec import Entries
 from storage.errors import RedisError
-from xstream_cli.output.reply import Map, Status
+from xstream_cli.output.reply import Map, Status, entry_rows
 
 # --------------------------------------------------------------------- raw
 
@@ -35,7 +35,7 @@ def raw(reply):
 def _raw(r, out, fast=True):
     t = type(r)
     if t is Entries:
-        r = r.decoded()
+        r = entry_rows(r)
         t = list
     if t is bytes:
         out.append(r)
@@ -111,7 +111,7 @@ def _as_array(r):
     """The RESP2 array behind a list, tuple or map, else None."""
     t = type(r)
     if t is Entries:
-        return r.decoded()
+        return entry_rows(r)
     if t is tuple:
         return list(r)
     if t is Map:
@@ -184,7 +184,7 @@ def to_jsonable(r):
     if t is bytes:
         return _text(r)
     if t is Entries:
-        r = r.decoded()
+        r = entry_rows(r)
         t = list
     if t is list or t is tuple:
         return [to_jsonable(x) for x in r]
@@ -244,12 +244,12 @@ def jsonl(reply, argv=None):
     name = argv[0].upper() if argv else None
     t = type(reply)
     if name in _RANGES and len(argv) > 1 and (t is Entries or (t is list and all(map(_is_entry, reply)))):
-        return b"".join(entry_line(argv[1], e) for e in reply)
+        return b"".join(entry_line(argv[1], e) for e in entry_rows(reply))
     if name in _READS:
         if reply is None:
             return b""
         if t is Map and all(type(v) in (list, Entries) for _, v in reply.pairs):
-            return b"".join(entry_line(k, e) for k, v in reply.pairs for e in v)
+            return b"".join(entry_line(k, e) for k, v in reply.pairs for e in entry_rows(v))
     return json(reply)
 
 

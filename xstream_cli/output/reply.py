@@ -39,3 +39,23 @@ class Map:
 
 
 OK = Status("OK")
+
+
+def entry_reply(e):
+    """One entry of the engine's (storage.info's Entry or ClaimedEntry, or
+    a bare ``(ms, seq)`` ID: JUSTID) as a reply value: ``[id, fields]``,
+    ``[id, fields, idle, deliveries]`` or the ID, each ID in its
+    ``ms-seq`` text.  A reply value already (a list) is left as it is."""
+    t = type(e)
+    if t is list:
+        return e
+    if t is tuple:
+        return b"%d-%d" % e
+    i = b"%d-%d" % e[0]
+    return [i, e[1]] if len(e) == 2 else [i, e[1], e[2], e[3]]
+
+
+def entry_rows(rows):
+    """``entry_reply`` of each of ``rows`` (a list, or a storage.codec
+    Entries), as a list."""
+    return list(map(entry_reply, rows))

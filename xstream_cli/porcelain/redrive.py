@@ -33,7 +33,7 @@ def run_redrive(g, dead, only, count, dry, quiet, as_json):
     from storage.errors import RedisError
     from storage.ops.worker import redrive
     from storage.txn import StoreFailure
-    from xstream_cli.porcelain.ls import emit_json, json_text, open_existing, show
+    from xstream_cli.porcelain.ls import emit_json, id_text, json_text, open_existing, show
     dl = os.fsencode(dead)
     streams = None if not only else {os.fsencode(s) for s in only}
     store = open_existing(g, write=not dry)
@@ -62,7 +62,7 @@ def run_redrive(g, dead, only, count, dry, quiet, as_json):
     for x in stuck:                      # on stderr, -q or not: cron mails it, and the exit status is 1
         try:
             sys.stderr.write("xs: redrive: dead letter %s cannot go back to %s: %s (left in %s)\n"
-                             % (x.dead.decode(), show(x.stream), x.error, show(dl)))
+                             % (id_text(x.dead), show(x.stream), x.error, show(dl)))
         except (OSError, ValueError):
             pass
     status = context.EXIT_ERROR if stuck else context.EXIT_OK
@@ -74,11 +74,11 @@ def run_redrive(g, dead, only, count, dry, quiet, as_json):
     if as_json:
         emit_json({"dry_run": dry, "dead_letter_stream": json_text(dl), "redriven": len(done),
                    "not_dead_letters": foreign,
-                   "stuck": [{"dead": x.dead.decode(), "stream": json_text(x.stream), "error": x.error}
+                   "stuck": [{"dead": id_text(x.dead), "stream": json_text(x.stream), "error": x.error}
                              for x in stuck],
-                   "entries": [{"dead": r.dead.decode(), "stream": json_text(r.stream),
+                   "entries": [{"dead": id_text(r.dead), "stream": json_text(r.stream),
                                 "original": r.original.decode("ascii", "replace"),
-                                "new": None if r.new is None else r.new.decode()} for r in done]})
+                                "new": id_text(r.new)} for r in done]})
         return status
     verb = "would redrive" if dry else "redrove"
     lines = ["%s: %s %d" % (show(s), verb, n) for s, n in sorted(per.items())]

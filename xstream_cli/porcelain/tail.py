@@ -82,8 +82,6 @@ with -f, a reader that goes away ends the wait at once.
 """
 import os
 import re
-import select
-import stat
 import sys
 
 import click
@@ -91,134 +89,26 @@ import click
 from storage.ids import MAX_ID, MIN_ID
 from storage.options import IdsOptions, RangeOptions, ReadOptions
 from xstream_cli import context
-from xstream_cli.output.render import escape_text as _escaped
 from xstream_cli.output.render import terminal_text as _text  # one owner of terminal escaping
+from xstream_cli.output.reply import entry_reply
+from xstream_cli.porcelain.tail_output import (
+    _Closed,
+    _Out,
+    _WriteError,
+    json_line,
+    raw_line,
+    raw_token,  # noqa: F401 (re-exported: xs ls takes it from here)
+)
 
 BATCH = 1000                   # entries per read transaction while following
-_BARE = frozenset(range(0x21, 0x7f)) - frozenset(b"\"'\\")
-_BARE_NAME = _BARE - frozenset(b"=")
-_NOT_BARE = frozenset(" \"'\\")
-_NOT_BARE_NAME = _NOT_BARE | {"="}
-
-
-# ------------------------------------------------------------------ output
-
-def raw_token(b, name=False):
-    """A stream name, field or value in the raw line format."""
-    if b and all(c in (_BARE_NAME if name else _BARE) for c in b):
-        return b
-    if b.isascii():
-        from xstream_cli.output.render import quote
-        return quote(b)
-    t = b.decode("utf-8", "surrogateescape")
-    stop = _NOT_BARE_NAME if name else _NOT_BARE
-    if all(ch.isprintable() and ch not in stop for ch in t):
-        return b
-    return ('"%s"' % _escaped(t)).encode("utf-8")
-
-
-def raw_line(stream, entry):
-    """``STREAM ID FIELD=VALUE ...`` (bytes, with the newline)."""
-    i, fields = entry
-    parts = [raw_token(stream, True), i]
-    for k in range(0, len(fields), 2):
-        parts.append(raw_token(fields[k], True) + b"=" + raw_token(fields[k + 1]))
-    return b" ".join(parts) + b"\n"
-
-
-def json_line(stream, entry):
-    """The entry as xs export writes it (storage.ops.exchange.entry_record)."""
-    from storage.ops.exchange import dumps, entry_record
-    return (dumps(entry_record(stream, entry[0], entry[1])) + "\n").encode("utf-8")
-
-
-def _id_key(entry):
-    ms, seq = entry[1][0].split(b"-")
-    return int(ms), int(seq)
-
-
-def _parse_id(b):
-    ms, seq = b.split(b"-")
-    return int(ms), int(seq)
-
-
-class _Out:
-    """stdout for xs tail.  ``put`` says whether the reader has a line:
-    written and flushed, and when stdout is a pipe (and the kernel can
-    tell, FIONREAD), taken out of the pipe.  A reader that is gone
-    (EPIPE) makes ``put`` return False."""
-
-    def __init__(self, confirm):
-        self.fd = None
-        self.pipe = False
-        try:
-            self.fd = sys.stdout.fileno()
-            self.pipe = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
-        except (AttributeError, OSError, ValueError):
-            pass
-        self.confirm = confirm and self.pipe
-        self._poll = None
-        if self.confirm:
-            self._poll = select.poll()
-            self._poll.register(self.fd, 0)    # POLLERR: the last reader is gone
-
-    def watch(self):
-        """Descriptors whose hang-up ends a wait (a pipe or socket reader)."""
-        if self.fd is None:
-            return ()
-        try:
-            mode = os.fstat(self.fd).st_mode
-        except OSError:
-            return ()
-        return (self.fd,) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else ()
-
-    def write(self, data):
-        """Write and flush; False when the reader is gone."""
-        try:
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
-        except BrokenPipeError:
-            return False
-        except OSError as e:             # EIO, ENOSPC, ...: stdout is unusable
-            raise _WriteError(e.strerror or str(e))
-        return True
-
-    def put(self, data):
-        """Write one line and wait until the reader has it."""
-        if not self.write(data):
-            return False
-        return self._taken() if self.confirm else True
-
-    def _taken(self):
-        import array
-        import fcntl
-        import termios
-        delay = 0.2                             # ms, doubling to 50
-        unread = array.array("i", [0])
-        gone = False
-        while True:
-            try:
-                fcntl.ioctl(self.fd, termios.FIONREAD, unread, True)   # bytes still in the pipe
-            except OSError:                     # the kernel cannot say: written is all we know
-                self.confirm = False
-                return True
-            if unread[0] <= 0:
-                return True                     # taken (perhaps just before the reader left)
-            if gone:
-                return False                    # the reader left with the line unread
-            gone = bool(self._poll.poll(delay))  # POLLERR: no reader any more; look once more
-            delay = min(delay * 2, 50.0)
-
-
-class _Closed(Exception):
-    """stdout's reader is gone."""
-
-
-class _WriteError(Exception):
-    """stdout cannot be written (the message says why)."""
 
 
 # ------------------------------------------------------------------ reading
+
+def _id_key(row):
+    """A row's (stream, storage.info.Entry) sort key: the entry's ID."""
+    return row[1].id
+
 
 def _last_entries(tx, keys, n):
     """The last ``n`` entries of each of ``keys``, merged oldest first,
@@ -259,7 +149,7 @@ def _history_from(store, keys, start):
                 yield _id_key((k, e)), k, e
             if len(ents) < BATCH:
                 return
-            ms, seq = _parse_id(ents[len(ents) - 1][0])
+            ms, seq = ents[len(ents) - 1].id
             lo = (ms, seq + 1) if seq < MAX_ID[1] else (ms + 1, 0)
     merged = heapq.merge(*[pages(k, e) for k, e in zip(keys, ends) if e is not None])
     return ((k, e) for _, k, e in merged), [e if e is not None else MIN_ID for e in ends], missing
@@ -286,7 +176,7 @@ def _group_read(tx, keys, group, consumer, ids, count):
 def _ack(tx, group, rows):
     by = {}
     for k, e in rows:
-        by.setdefault(k, []).append(_parse_id(e[0]))
+        by.setdefault(k, []).append(e.id)
     for k, ids in by.items():
         tx.ack(k, group, IdsOptions(tuple(ids), len(ids)))
 
@@ -316,7 +206,7 @@ def _follow(store, keys, n, follow, out, line, start=None, count=None):
         if left[0] is not None:
             rows = rows[:left[0]]
             left[0] -= len(rows)
-        if rows and not out.write(b"".join(line(k, e) for k, e in rows)):
+        if rows and not out.write(b"".join(line(k, entry_reply(e)) for k, e in rows)):
             raise _Closed
         return left[0] is None or left[0] > 0
 
@@ -347,7 +237,7 @@ def _follow(store, keys, n, follow, out, line, start=None, count=None):
                 return None
             last = {}
             for k, e in rows:
-                last[k] = _parse_id(e[0])
+                last[k] = e.id
             pos[0] = [last.get(k, a) for k, a in zip(keys, pos[0])]
             if not emit(rows):
                 return 0
@@ -379,7 +269,7 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, line, coun
             for k, e in rows:
                 if e[1] is None:         # deleted while pending: nothing to show; left pending
                     continue
-                if not out.put(line(k, e)):
+                if not out.put(line(k, entry_reply(e))):
                     raise _Closed
                 taken.append((k, e))
         finally:
@@ -400,7 +290,7 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, line, coun
             for k, e in rows:
                 seen.add(k)
                 if pos[k] != b">":
-                    pos[k] = _parse_id(e[0])
+                    pos[k] = e.id
                 if not follow and e[1] is not None:
                     left[k] -= 1
             history_done = [k for k in active if pos[k] != b">" and k not in seen]
@@ -428,7 +318,7 @@ def _through_group(store, keys, n, follow, group, consumer, ack, out, line, coun
                         pos[k] = b">"            # own pending entries done: now new ones
                         progress = True
                         continue
-                    pos[k] = _parse_id(rows[len(rows) - 1][1][0])
+                    pos[k] = rows[len(rows) - 1][1].id
                 if rows:
                     progress = True
                     total[0] -= sum(1 for _, e in rows if e[1] is not None)

@@ -4,7 +4,8 @@ name to (fn(server, client, argv), arity, Redis's name).  Every stream
 and keyspace command is the CLI's command table (xstream_cli.commands),
 run by the engine thread; nothing here implements a stream command.
 
-Who imports it: xstream_cli.server.connection.
+Who imports it: the Server's parts (xstream_cli.server.reading, routing) and
+the in-process client (xstream_cli.client).
 """
 import asyncio
 import hmac
@@ -17,7 +18,8 @@ from xstream_cli.commands import COMMANDS, SUBCOMMANDS
 from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import OK, Map, Status
 from xstream_cli.server.config import REDIS_VERSION
-from xstream_cli.server.engine import Item, item_for, log
+from xstream_cli.server.engine import log
+from xstream_cli.server.jobs import Item, item_for
 from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode
 
 
@@ -308,7 +310,7 @@ def _info_text(srv, sections, keyspace):
         "persistence": [("loading", 0), ("storage", "lmdb"), ("store", cfg.db),
                         ("aof_enabled", 1), ("appendfsync", "always" if cfg.durable else "no"),
                         ("commits", eng.commits),
-                        ("rdb_changes_since_last_save", srv.stats.dirty + eng.consumers_made)],
+                        ("rdb_changes_since_last_save", eng.dirty)],
         "stats": [("total_connections_received", srv.connections_received),
                   ("total_commands_processed", eng.commands_processed),
                   ("rejected_connections", srv.rejected),
@@ -362,12 +364,6 @@ def _dbsize(srv, c, argv):
     return Item(fn=lambda tx: len(tx.stream_names()))
 
 
-class _Flush(Item):
-    """FLUSHDB / FLUSHALL: an Item that knows how many keys it removed
-    (Redis adds them to rdb_changes_since_last_save, stats.CHANGES)."""
-    __slots__ = ("changes",)
-
-
 @_local(b"FLUSHDB", b"FLUSHALL", arity=-1)
 def _flush(srv, c, argv):
     if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() not in (b"ASYNC", b"SYNC")):
@@ -376,12 +372,9 @@ def _flush(srv, c, argv):
     def fn(tx):
         names = tx.stream_names()
         if names:
-            tx.delete_keys(names)
-        it.changes = len(names)
+            tx.delete_keys(names)        # each key removed is a change (Txn.dirty), as Redis counts them
         return OK
-    it = _Flush(fn=fn, write=True)
-    it.changes = 0
-    return it
+    return Item(fn=fn, write=True)
 
 
 # ------------------------------------------------------------------ CONFIG

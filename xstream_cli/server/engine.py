@@ -11,13 +11,14 @@ xstream_cli.execution.session).  A batch of reads only is run in a read
 transaction (no fsync).
 
 Threads and locks.  A batch runs in one of four places
-(xstream_cli.server.connection.Server._hand_over decides):
+(Server._hand_over, xstream_cli.server.routing, decides):
 
 * the event loop's thread, when the engine thread has nothing queued and
   xs's write lock is free (storage.store.hold_write, tried without
   waiting): run, committed and answered at once, with no hand-off, as
   redis-server does under ``appendfsync always`` (its fsync in its loop
-  too).  A lone read (``Server._read_now``) likewise;
+  too).  A lone read (``Server._read_now``, xstream_cli.server.reading)
+  likewise;
 * the engine thread, when the lock is not free: another process writes
   (an import, a compaction, a writer stopped with Ctrl-Z) and may hold
   it for long.  There only the batch waits -- for the write lock first,
@@ -70,6 +71,9 @@ lock: it hands its job over), and a blocked client's wait, woken by the
 same request, steps aside through the same lock or finds it done.  Its
 wake-up: a watch on <store>/lock in the process's inotify hub
 (``_AsideWatch``), or a look every ASIDE_CHECK_S without inotify.
+
+What the engine runs (``Item``, ``Job``, ``item_for``) is
+xstream_cli.server.jobs; the ``StoreLock``, xstream_cli.server.storelock.
 """
 import logging
 import queue
@@ -80,13 +84,12 @@ from functools import partial
 from storage import errors
 from storage.blocking import Cancelled, Canceller
 from storage.errors import RedisError
-from storage.store import Store, hold_write, release_write
 from storage.txn import Aborted, Retry, StoreFailure
-from xstream_cli.commands import COMMANDS, SUBCOMMANDS, lookup, plain_add
 from xstream_cli.execution.batch import Batch
 from xstream_cli.server import paged
-from xstream_cli.server.paged import heavy
+from xstream_cli.server.jobs import Item, Job, item_for  # noqa: F401 (re-exported: xstream_cli.client)
 from xstream_cli.server.resp import Raw, encode
+from xstream_cli.server.storelock import StoreLock
 
 log = logging.getLogger("xs.serve")
 MAX_BATCH_JOBS = 1024          # jobs in one group commit at most
@@ -98,157 +101,6 @@ ASIDE_CHECK_S = 1.0            # the engine looks for a compaction's request at 
 _ASIDE = object()              # in the job queue: a compaction asks the server to step aside
 
 
-
-
-class StoreLock:
-    """The store with ``run`` serialised across this process's threads
-    (everything else passes through)."""
-
-    def __init__(self, store):
-        self._store = store
-        self.lock = threading.RLock()
-        # xs's write lock (storage.store.hold_write) is taken before this
-        # lock, never under it: a thread waiting for another process's
-        # writer then holds nothing the loop's reads need.  (The in-process
-        # client's store made on first write takes it inside, as any Store.)
-        self._writes = isinstance(store, Store)
-
-    def run(self, fn, write=False, savepoints=False):
-        if write:
-            self.hold_write()
-        try:
-            with self.lock:
-                return self._store.run(fn, write=write, savepoints=savepoints)
-        finally:
-            if write:
-                self.release_write()
-
-    def hold_write(self, wait=True):
-        """Hold xs's write lock on the store (storage.store.hold_write);
-        False without ``wait`` if another thread or process holds it."""
-        return hold_write(self._store, wait) if self._writes else True
-
-    def release_write(self):
-        if self._writes:
-            release_write(self._store)
-
-    def step_aside(self):
-        """Let go of the store while a compaction runs (storage.store.Store.
-        step_aside), with no other thread of this process in a transaction
-        meanwhile: they wait for the lock, then use the store opened again."""
-        with self.lock:
-            return self._store.step_aside()
-
-    def check_readers(self, force=False):
-        """Store.check_readers, never while another thread closes the
-        environment (a wait's look, storage.blocking; skipped if busy)."""
-        if not self.lock.acquire(blocking=False):
-            return 0
-        try:
-            return self._store.check_readers(force)
-        finally:
-            self.lock.release()
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-
-class Item:
-    """One command of a job: a reply already known (a parse error), an
-    engine command (``cmd``, ``args``) or a function of the transaction
-    (``fn``, for FLUSHDB, DBSIZE, INFO keyspace ...)."""
-    __slots__ = ("reply", "cmd", "args", "fn", "write", "array_null", "plain_add", "name", "rejected", "usec",
-                 "heavy")
-
-    def __init__(self, reply=None, cmd=None, args=None, fn=None, write=False, plain_add=None, name=None,
-                 rejected=False):
-        self.reply = reply
-        self.cmd = cmd
-        self.args = args
-        self.fn = fn
-        self.plain_add = plain_add   # (key, fields) of a plain "XADD key * f v ...": added in runs
-        self.write = write if cmd is None else cmd.write
-        self.array_null = cmd is not None and cmd.blocking   # XREAD / XREADGROUP: null arrays in RESP2
-        self.name = name if cmd is None else cmd.name       # INFO commandstats (xstream_cli.server.stats)
-        self.rejected = rejected     # refused before it ran (a wrong arity): a rejected call
-        self.usec = 0                # the engine's time on it (its job's, shared among its items)
-        # a read that may pass a page (xstream_cli.server.paged): run in the
-        # engine's thread, never the loop's, and encoded a page at a time
-        self.heavy = cmd is not None and args is not None and heavy(cmd, args)
-
-
-def item_for(argv):
-    """An engine Item for a command of the table (its parse error as
-    the reply when it does not parse)."""
-    add = plain_add(argv)
-    if add is not None:
-        return Item(cmd=_XADD, args=(), plain_add=add)
-    na = len(argv)
-    name = argv[0].upper()
-    key = None
-    if name in _REPEATED and na <= 32:
-        key = tuple(argv)
-        hit = _parsed.get(key)
-        if hit is not None:
-            return Item(cmd=hit[0], args=hit[1])
-    try:
-        cmd = lookup(argv)
-    except RedisError as e:
-        return Item(reply=e, name=_known_name(argv), rejected=True)
-    try:
-        args = cmd.parse(argv)
-    except RedisError as e:         # it ran, and failed (Redis's commands parse as they run)
-        return Item(reply=e, name=cmd.name)
-    if key is not None and not any(isinstance(i, RedisError) for i in args[0].ids):
-        if len(_parsed) >= PARSED_MAX:
-            _parsed.clear()
-        _parsed[key] = (cmd, args)
-    return Item(cmd=cmd, args=args)
-
-
-# A worker sends the same read over and over (XREADGROUP GROUP g c COUNT 10
-# BLOCK 5000 STREAMS s >): its parse, frozen options that depend on the
-# arguments alone (storage.options), is kept and shared.  Not one whose
-# options hold an ID's error (raised later, by the verb).
-_REPEATED = {b"XREADGROUP", b"XREAD"}
-_parsed = {}
-PARSED_MAX = 1024
-
-
-def _known_name(argv):
-    """The commandstats name of a command ``lookup`` refused: a known
-    command (or subcommand) with a wrong number of arguments; None for an
-    unknown one."""
-    name = argv[0].upper()
-    if name in COMMANDS:
-        return COMMANDS[name].name
-    subs = SUBCOMMANDS.get(name)
-    if subs is None:
-        return None
-    if len(argv) < 2:
-        return name.decode().lower()
-    sub = subs.get(argv[1].upper())
-    return None if sub is None else sub.name
-
-
-class Job:
-    """Commands of one client run in order; ``done((replies, blocked))``
-    is called after the commit (through ``Engine.deliver``, or in the
-    engine thread when there is none): ``replies`` for
-    the items that ran, ``blocked`` = (index, cmd, args, Wait) of the
-    item that must wait (the items after it did not run), or None."""
-    __slots__ = ("items", "done", "exec_", "watched", "write", "owner", "proto")
-
-    def __init__(self, items, done, exec_=False, watched=None, owner=None, proto=2):
-        self.items = items
-        self.proto = proto           # the client's protocol: a heavy reply is encoded in the engine's thread
-        self.done = done
-        self.exec_ = exec_
-        self.watched = watched       # {key: change counter} of WATCH, for EXEC
-        self.owner = owner           # the client's id (Engine._gather), or None
-        self.write = items[0].write if len(items) == 1 else any(i.write for i in items)
-
-
 class Engine:
     """The engine thread and the blocking pool over one store."""
 
@@ -258,7 +110,7 @@ class Engine:
         self.jobs = queue.SimpleQueue()  # Jobs, lists of Jobs (a loop iteration's), None to stop
         self.commands_processed = 0
         self.commits = 0
-        self.consumers_made = 0      # by XREADGROUP / XCLAIM / XAUTOCLAIM: part of INFO's dirty counter
+        self.dirty = 0               # changes committed (INFO rdb_changes_since_last_save: storage.txn.Txn.dirty)
         self.blocked = 0             # clients in a blocked wait now
         self._waits = set()          # the _BlockCall's running
         self._waits_lock = threading.Lock()
@@ -492,15 +344,15 @@ class Engine:
 
     def _execute(self, batch, write, engine):
         t = time.monotonic()
-        made = [0]
+        dirty = [0]
 
         def run(tx):
             out = _run_jobs(tx, batch)
-            made[0] = tx.consumers_made
+            dirty[0] = tx.dirty
             return out
         try:
             results = self.store.run(run, write=write, savepoints=write)
-            self.consumers_made += made[0]
+            self.dirty += dirty[0]
         except (StoreFailure, Aborted, Retry) as e:
             log.error("transaction failed: %s", e)
             err = RedisError("ERR %s" % (e,))
@@ -642,9 +494,6 @@ def _paged(b, tx, replies, i, it, proto):
         return False
     replies[i] = r
     return True
-
-
-_XADD = COMMANDS[b"XADD"]
 
 
 class _BlockCall:

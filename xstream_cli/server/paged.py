@@ -61,7 +61,7 @@ def run(tx, cmd, args, proto):
         parts.append(None)
         n = _entries(pages, parts)
         parts[at] = (b"" if proto == 3 else b"*2\r\n") + b"$%d\r\n%s\r\n*%d\r\n" % (len(key), key, n)
-    return Raw(b"".join(parts), len(streams))
+    return Raw(b"".join(parts))
 
 
 def _entries(pages, parts):

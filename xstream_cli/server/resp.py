@@ -389,11 +389,10 @@ def _line(b):
 class Raw:
     """A reply already encoded (EXEC's array of differently shaped replies,
     HELLO's reply in the protocol it sets)."""
-    __slots__ = ("data", "streams")
+    __slots__ = ("data",)
 
-    def __init__(self, data, streams=None):
+    def __init__(self, data):
         self.data = data
-        self.streams = streams       # an XREADGROUP's (xstream_cli.server.paged): the streams that delivered
 
 
 def encode(reply, proto=2, array_null=False):

@@ -4,8 +4,10 @@ replies: per command, its calls, the time the engine spent on them, how
 many were rejected (refused before running: a wrong arity, NOAUTH) or
 failed (ran and answered an error), and a histogram of their latencies;
 per error code (the first word of an error reply: ERR, NOGROUP,
-WRONGTYPE ...), how many were sent; and Redis's dirty counter,
-``rdb_changes_since_last_save``.
+WRONGTYPE ...), how many were sent.  (Redis's dirty counter,
+``rdb_changes_since_last_save``, is the engine's: the verbs count their
+changes in storage.txn.Txn.dirty, and the engine adds up what it
+commits.)
 
 Counted when a reply is sent (a blocked read once, with its final reply;
 the commands of an EXEC as commands of their own, as Redis does): on the
@@ -19,96 +21,7 @@ CONFIG).
 import threading
 
 from storage.errors import RedisError
-from xstream_cli.output.reply import Map
 from xstream_cli.server.config import percentile_text
-from xstream_cli.server.resp import Raw
-
-# ================================================================ dirty
-#
-# Redis adds to ``server.dirty`` per change a command made (t_stream.c,
-# db.c, expire.c, cluster.c): XDEL the entries deleted, XACK those
-# acknowledged, DEL the keys deleted ...; a command that changed nothing
-# adds 0.  Here the amount is read from the command's reply (and its
-# parsed arguments): fn(item, reply) -> changes, for a write command
-# that succeeded.  The consumers XREADGROUP, XCLAIM and XAUTOCLAIM create
-# (Redis: 1 each) are counted by the engine (Engine.consumers_made, from
-# storage.txn.Txn.consumers_made); INFO adds the two.  Not counted: the
-# PEL entries of deleted entries XCLAIM drops and XCLAIM's LASTID (1
-# each).
-
-
-def _int(it, r):
-    """The reply, a count of changes: XDEL, XTRIM, XACK, DEL, EXPIRE ..."""
-    return r if type(r) is int and r > 0 else 0
-
-
-def _one(it, r):
-    """One change when it succeeded: XGROUP CREATE / SETID, XSETID, RESTORE."""
-    return 1
-
-
-def _xadd(it, r):
-    return 0 if r is None else 1            # NOMKSTREAM on a missing key adds nothing
-
-
-def _rename(it, r):
-    return 0 if it.args[0] == it.args[1] or r == 0 else 1      # the same key: nothing is done
-
-
-def _len(it, r):
-    return len(r) if isinstance(r, list) else 0     # XCLAIM: one per entry claimed
-
-
-def _xautoclaim(it, r):
-    """One per entry claimed and one per deleted entry dropped from the PEL."""
-    if not isinstance(r, list) or len(r) < 2:
-        return 0
-    return len(r[1]) + (len(r[2]) if len(r) > 2 else 0)
-
-
-def _xreadgroup(it, r):
-    """One per stream that delivered new entries (``>``: the entries are
-    one change, as t_stream.c's propCount; a read of the PEL is none)."""
-    if type(r) is Raw and r.streams is not None:
-        return r.streams                 # read in pages (server.paged): new entries only, each stream delivered
-    if not isinstance(r, Map):
-        return 0
-    opts = it.args[0]
-    new = {k for k, i in zip(opts.keys, opts.ids) if i == b">"}
-    return sum(1 for k, entries in r.pairs if entries and (k in new or opts.claim is not None))
-
-
-def _codes(*counted):
-    def fn(it, r):
-        return sum(1 for x in r if x in counted) if isinstance(r, list) else 0
-    return fn
-
-
-def _zero(it, r):
-    return 0
-
-
-CHANGES = {
-    "xadd": _xadd, "xdel": _int, "xtrim": _int, "xack": _int, "xclaim": _len, "xautoclaim": _xautoclaim,
-    "xreadgroup": _xreadgroup, "xsetid": _one,
-    "xdelex": _codes(1), "xackdel": _codes(1, 2), "xnack": _int,
-    "xgroup|create": _one, "xgroup|setid": _one, "xgroup|destroy": _int,
-    "xgroup|createconsumer": _int,
-    "xgroup|delconsumer": _one,              # Redis: 0 for a consumer that does not exist (the reply is 0 too)
-    "del": _int, "unlink": _int, "expire": _int, "pexpire": _int, "expireat": _int, "pexpireat": _int,
-    "persist": _int, "copy": _int, "rename": _rename, "restore": _one,
-    "config|set": _zero,                      # a setting, not data
-    "flushdb": lambda it, r: it.changes,     # the keys removed (commands.py)
-    "flushall": lambda it, r: it.changes,
-}
-
-
-def changes(item, r):
-    """What the write command ``item``, answered ``r`` (not an error),
-    adds to the dirty counter (1 for a write command not in CHANGES)."""
-    fn = CHANGES.get(item.name)
-    return 1 if fn is None else fn(item, r)
-
 
 # ============================================================ latencies
 #
@@ -156,12 +69,10 @@ def hist_percentile(counts, p):
 # ================================================================ Stats
 
 class Stats:
-    """The server's reply counters (INFO; CONFIG RESETSTAT zeroes all but
-    the dirty counter, as in Redis)."""
+    """The server's reply counters (INFO; CONFIG RESETSTAT zeroes them)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.dirty = 0                # changes made (rdb_changes_since_last_save; there is no SAVE)
         self.tracking = True          # CONFIG latency-tracking
         self.reset()
 
@@ -220,8 +131,6 @@ class Stats:
             self._latency(name, item.usec)
         if failed:
             st[3] += 1
-        elif item.write:
-            self.dirty += changes(item, r)
 
     def _replies(self, items, replies):
         commands = self.commands
@@ -234,8 +143,6 @@ class Stats:
             st[1] += it.usec
             if self.tracking:
                 self._latency(it.name, it.usec)
-            if it.write:
-                self.dirty += changes(it, r)
 
     def commandstats(self):
         with self.lock:

@@ -94,7 +94,8 @@ def entry_json(entry):
     """{"id", "time", "fields": [[name, value], ...]} with xs tail's
     (pretty) tokens; ``fields`` None for an entry deleted while pending."""
     from xstream_cli.output.pretty import id_time, token
-    i, fields = entry
+    from xstream_cli.output.reply import entry_reply
+    i, fields = entry_reply(entry)
     out = {"id": id_text(i), "time": id_time(i)}
     out["fields"] = None if fields is None else [[token(fields[k], True), token(fields[k + 1])]
                                                  for k in range(0, len(fields) - 1, 2)]
@@ -124,7 +125,7 @@ def entries_page(store, name, at=None, after=None, before=None, first=False, cou
                 start = MIN_ID if first else at
             ents = [] if start is None else list(tx.range(name, RangeOptions(start, MAX_ID, count, False)) or ())
         if ents:
-            lo, hi = _key(ents[0][0]), _key(ents[-1][0])
+            lo, hi = ents[0].id, ents[-1].id
             earlier = lo != MIN_ID and bool(tx.range(name, RangeOptions(MIN_ID, decr(lo), 1, True)))
             later = hi != MAX_ID and bool(tx.range(name, RangeOptions(incr(hi), MAX_ID, 1, False)))
         else:
@@ -137,11 +138,6 @@ def entries_page(store, name, at=None, after=None, before=None, first=False, cou
     ents, earlier, later, length = store.run(read)
     return {"entries": [entry_json(e) for e in ents], "earlier": bool(earlier), "later": bool(later),
             "length": length}
-
-
-def _key(entry_id):
-    ms, seq = entry_id.split(b"-")
-    return int(ms), int(seq)
 
 
 def entries_after(store, name, after, count=MAX_PAGE):
@@ -158,7 +154,7 @@ def entries_after(store, name, after, count=MAX_PAGE):
         if after == MAX_ID:
             return [], after
         ents = list(tx.range(name, RangeOptions(incr(after), MAX_ID, count, False)) or ())
-        return ents, (_key(ents[-1][0]) if ents else after)
+        return ents, (ents[-1].id if ents else after)
     ents, pos = store.run(read)
     return [entry_json(e) for e in ents], pos
 
@@ -322,7 +318,7 @@ def dead_letters_page(store, name, after=None, count=PAGE):
     n = len(ORIGIN_NAMES)
     for e in ents[:count]:
         origin = dead_letter_origin(e[1])
-        row = entry_json((e[0], origin[2] if origin else e[1]))
+        row = entry_json(e._replace(fields=origin[2]) if origin else e)
         if origin is not None:
             o = dict(zip(e[1][0:2 * n:2], e[1][1:2 * n:2]))
             row["origin"] = {"stream": _show(o[b"xs-stream"]), "stream_key": key_of(o[b"xs-stream"]),
@@ -358,10 +354,10 @@ def redrive(store, dl, only=None):
         if after is None:
             break
     return {"dry_run": False, "dead_letter_stream": _show(dl), "redriven": len(done), "not_dead_letters": foreign,
-            "stuck": [{"dead": x.dead.decode(), "stream": _show(x.stream), "error": x.error} for x in stuck],
-            "entries": [{"dead": r.dead.decode(), "stream": _show(r.stream),
+            "stuck": [{"dead": id_text(x.dead), "stream": _show(x.stream), "error": x.error} for x in stuck],
+            "entries": [{"dead": id_text(r.dead), "stream": _show(r.stream),
                          "original": r.original.decode("ascii", "replace"),
-                         "new": None if r.new is None else r.new.decode()} for r in done]}
+                         "new": id_text(r.new)} for r in done]}
 
 
 def now_ms():

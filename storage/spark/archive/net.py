@@ -2,6 +2,7 @@
 storage.spark.network), with the few transaction verbs a run uses."""
 
 from storage.errors import RedisError
+from storage.info import Entry
 from storage.spark.archive.common import ArchiveError, _id, id_text
 
 
@@ -131,7 +132,8 @@ class _NetTxn:
     def range(self, raw, o):
         if self.write and raw not in self.watched:
             self.watch([raw])
-        return self.conn.call("XRANGE", raw, id_text(o.start), id_text(o.end), "COUNT", o.count, stream=raw)
+        got = self.conn.call("XRANGE", raw, id_text(o.start), id_text(o.end), "COUNT", o.count, stream=raw)
+        return [Entry(_id(i), f) for i, f in got]      # as the engine's verb gives them
 
     def groups_info(self, raw):
         """XINFO GROUPS: objects with the attributes the plan reads

@@ -9,7 +9,7 @@ from storage import ids
 from storage.errors import RedisError
 from storage.info import GroupWork
 from storage.options import PendingOptions, RangeOptions, TrimOptions
-from storage.spark.archive.common import ArchiveError, _id, id_text, parse_id_text
+from storage.spark.archive.common import ArchiveError, id_text, parse_id_text
 
 
 class StreamPlan:
@@ -48,8 +48,9 @@ class Hold:
 def _digest_entry(h, entry):
     """Add one entry (id, fields) to the SHA-256 ``h``: every byte with its
     length, so no two different entries or lists of them hash alike."""
-    i, fields = entry
-    h.update(b"%d:%s%d:" % (len(i), bytes(i), len(fields)))
+    i = b"%d-%d" % entry.id
+    fields = entry.fields
+    h.update(b"%d:%s%d:" % (len(i), i, len(fields)))
     for f in fields:
         h.update(b"%d:" % len(f))
         h.update(f)
@@ -66,8 +67,8 @@ def scan(tx, raw, lo, hi, chunk=10000, digest=False):
         if not got:
             break
         if first is None:
-            first = _id(got[0][0])
-        last = _id(got[-1][0])
+            first = got[0].id
+        last = got[-1].id
         n += len(got)
         if h is not None:
             for e in got:
@@ -141,7 +142,7 @@ def hold_of(tx, raw, floor, groups, end, chunk=10000):
         if not got:
             break
         for e in got:
-            i = _id(e[0])
+            i = e.id
             held += 1
             need = False
             for j, (_, last) in enumerate(groups):
@@ -152,7 +153,7 @@ def hold_of(tx, raw, floor, groups, end, chunk=10000):
                     held_by[j] += 1
                     need = True
             unacked += need
-        last = _id(got[-1][0])
+        last = got[-1].id
         if len(got) < chunk or last >= end:
             break
         lo = ids.incr(last)
