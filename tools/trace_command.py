@@ -7,7 +7,7 @@ enters, and (with --files) the files in order of first entry.
 The command runs in this process on a store (a temporary one made with
 a stream ``s`` and a group ``g`` unless --db names one), traced with
 sys.setprofile, after one untraced run on another such store that warms
-imports and caches.  The
+imports and caches; --functions lists the functions called most.  The
 walk of issue 39 ("the path of one command") is measured with it; the
 figures depend on the command, not on the machine.
 """
@@ -40,7 +40,7 @@ def trace(argv, db):
     from xstream_cli.__main__ import main
     roots = tuple(os.path.join(ROOT, d) + os.sep for d in ("storage", "xstream_cli"))
     calls = [0]
-    funcs = set()
+    funcs: dict = {}
     files = []
     seen = set()
 
@@ -51,7 +51,8 @@ def trace(argv, db):
         if not f.startswith(roots):
             return
         calls[0] += 1
-        funcs.add((f, frame.f_code.co_firstlineno))
+        k = (os.path.relpath(f, ROOT), frame.f_code.co_firstlineno, frame.f_code.co_name)
+        funcs[k] = funcs.get(k, 0) + 1
         if f not in seen:
             seen.add(f)
             files.append(os.path.relpath(f, ROOT))
@@ -68,13 +69,14 @@ def trace(argv, db):
     finally:
         sys.stdout.close()
         sys.stdout = out
-    return calls[0], len(funcs), files
+    return calls[0], funcs, files
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", help="an existing store (default: a temporary one with stream s and group g)")
     ap.add_argument("--files", action="store_true", help="list the files entered, in order")
+    ap.add_argument("--functions", type=int, default=0, metavar="N", help="list the N functions called most")
     ap.add_argument("command", nargs="+")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,11 +87,13 @@ def main():
         if not a.db:
             _prepare(db)
         calls, funcs, files = trace(a.command, db)
-    print("%s: %d calls into project code, %d functions, %d files" % (" ".join(a.command), calls, funcs,
-                                                                       len(files)))
+    print("%s: %d calls into project code, %d functions, %d files" % (" ".join(a.command), sum(funcs.values()),
+                                                                       len(funcs), len(files)))
     if a.files:
         for f in files:
             print("  " + f)
+    for (f, line, name), n in sorted(funcs.items(), key=lambda x: -x[1])[:a.functions]:
+        print("  %5d  %s:%d %s" % (n, f, line, name))
 
 
 if __name__ == "__main__":

@@ -121,9 +121,10 @@ class Pel:
 
     # ================================================================ writes
 
-    def put(self, g, i, cid, tkey, count, old):
+    def put(self, g, i, cid, tkey, count, old, owner=None):
         """Make entry ``i`` pending: owner ``cid`` (0: NACKed), time key,
-        delivery count; ``old`` is its current record, or None."""
+        delivery count; ``old`` is its current record, or None.
+        ``owner``: the consumer ``cid``, when the caller holds it."""
         kv, gid = self._kv, g.gid
         if old is not None:
             ocid, otk, _ = old
@@ -139,7 +140,10 @@ class Pel:
             kv.put(self._ptime, codec.ptime_key(gid, tkey, i), b"")
         if cid and (old is None or old[0] != cid):
             kv.put(self._cpel, codec.cpel_key(gid, cid, i), b"")
-            self._count(g, cid, 1)
+            if owner is not None:
+                owner.pel_count += 1
+            else:
+                self._count(g, cid, 1)
 
     def nack(self, g, i, count, old):
         """Give entry ``i`` back: unowned, at the end of the NACK order."""

@@ -53,14 +53,18 @@ def lag(log, m, g):
     return None if er == -1 else m.entries_added - er
 
 
-def advance(log, m, g, i):
+def advance(log, m, g, i, first=None):
     """The group delivered entry ``i`` (newer than its last ID): count it
     when the counter is known, the group was not behind the first entry
-    and no tombstone lies ahead; otherwise estimate it."""
-    if g.entries_read != -1 and g.last_id >= log.first_id(m) and not has_tombstones(log, m, i):
+    and no tombstone lies ahead; otherwise estimate it.  ``first``: the
+    stream's first ID, when the caller read it already (a delivery of
+    many entries reads it once: delivering changes no entry)."""
+    if first is None:
+        first = log.first_id(m)
+    if g.entries_read != -1 and g.last_id >= first and not has_tombstones(log, m, i, first):
         g.entries_read += 1
     elif m.entries_added:
-        g.entries_read = estimate_read(log, m, i)
+        g.entries_read = estimate_read(log, m, i, first)
     g.last_id = i
 
 
