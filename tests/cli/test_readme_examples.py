@@ -187,7 +187,7 @@ def test_the_python_example_runs(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=str(tmp_path),
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stderr
-    assert re.fullmatch(r"b'\d+-0' \[b'user', b'alice'\]\n", p.stdout.decode()), p.stdout
+    assert re.fullmatch(r"\(\d+, 0\) \[b'user', b'alice'\]\n", p.stdout.decode()), p.stdout
 
 
 # ------------------------------------------------------------ links and names

@@ -49,7 +49,7 @@ class PathSink:
         xs(self.db, "XADD %s %s %s" % (stream, id, " ".join(fields)))
 
     def ids(self, stream):
-        return [bytes(i).decode() for i, _ in self._read(stream) or []]
+        return ["%d-%d" % i for i, _ in self._read(stream) or []]
 
     def delete(self, stream, ids):
         xs(self.db, "XDEL %s %s" % (stream, " ".join(ids)))

@@ -213,7 +213,7 @@ def test_random_sigkills_of_many_processes_leave_a_consistent_store_and_lose_no_
         entries = store.run(lambda tx: tx.range(b"s", EVERYTHING), write=False)
         stored = {}
         for e in entries:
-            i = bytes(e[0])
+            i = b"%d-%d" % e.id
             assert i not in stored, "entry %r twice (%s)" % (i, info)
             stored[i] = [bytes(x) for x in e[1]]
     finally:

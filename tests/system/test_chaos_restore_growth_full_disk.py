@@ -312,7 +312,7 @@ def _growth_round(db, rng, seconds, log):
         check_pel_indexes(s)
         stored = {}
         for e in s.run(lambda tx: tx.range(b"big", EVERYTHING), write=False):
-            i = bytes(e[0])
+            i = b"%d-%d" % e.id
             assert i not in stored, "entry %r twice (%s)" % (i, info)
             stored[i] = [bytes(x) for x in e[1]]
     finally:
@@ -452,7 +452,7 @@ def _stored(db):
         pel = check_pel_indexes(s)
         out = {}
         for e in s.run(lambda tx: tx.range(b"s", EVERYTHING), write=False):
-            i = bytes(e[0])
+            i = b"%d-%d" % e.id
             assert i not in out, "entry %r twice" % i
             out[i] = [bytes(x) for x in e[1]]
         return out, pel

@@ -54,7 +54,7 @@ def test_kill_9_never_loses_acknowledged_writes_and_the_store_opens(tmp_path):
         acked += got
         store = Store(str(db))               # must open
         everything = RangeOptions((0, 0), (2 ** 64 - 1, 2 ** 64 - 1))
-        ids = {bytes(e[0]) for e in store.run(lambda tx: tx.range(b"s", everything), write=False)}
+        ids = {b"%d-%d" % e.id for e in store.run(lambda tx: tx.range(b"s", everything), write=False)}
         store.close()
         missing = [a for a in acked if a not in ids]
         assert not missing, "acknowledged but lost after kill -9: %r" % missing[:5]
