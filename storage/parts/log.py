@@ -245,7 +245,7 @@ class EntryLog:
         return codec.Entries(pairs, self.shapes(m))
 
     def entries(self, m, start, end, count=0, rev=False):
-        """Like ``range``, decoded: ``[id_text, fields]`` each."""
+        """Like ``range``, decoded: an Entry each."""
         return self.range(m, start, end, count, rev).decoded()
 
     def rows(self, m, start, count=0):

@@ -7,9 +7,10 @@ the streams of one command.
 """
 
 
-def entry_size(i, fields):
-    """Approximate RESP size of one entry in a reply."""
-    idlen = len(i) if type(i) is bytes else 21
+def entry_size(i, fields, id_text=False):
+    """Approximate RESP size of one entry in a reply: an ID counts 21
+    bytes, or (``id_text``: XREAD's budget) its text's length."""
+    idlen = len(i) if type(i) is bytes else (len(str(i[0])) + len(str(i[1])) + 1 if id_text else 21)
     return idlen + (sum(len(x) for x in fields) + 8 * len(fields) if fields else 0) + 16
 
 
@@ -27,13 +28,14 @@ class Budget:
         """True once no more entries may be added."""
         return bool(self.cap) and self.used >= self.cap
 
-    def fit(self, rows):
-        """The leading ``(id, fields, ...)`` rows that fit; spends them."""
+    def fit(self, rows, id_text=False):
+        """The leading ``(id, fields, ...)`` rows that fit; spends them
+        (``id_text``: see entry_size)."""
         if not self.cap:
             return rows
         kept = []
         for r in rows:
-            n = entry_size(r[0], r[1])
+            n = entry_size(r[0], r[1], id_text)
             if self.used and self.used + n > self.cap:
                 break
             kept.append(r)

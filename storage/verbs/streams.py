@@ -337,7 +337,7 @@ def read_streams(p, o):
                 left = o.maxcount - total
                 n = left if not n or left < n else n
             ents = p.log.entries(m, incr(after), MAX_ID, n)
-        ents = budget.fit(ents)
+        ents = budget.fit(ents, id_text=True)
         if ents:
             total += len(ents)
             out.append((k, ents))

@@ -120,3 +120,16 @@ def test_a_verb_rolled_back_counts_nothing(store):
         with pytest.raises(RedisError):
             tx.add(b"s", [b"f", b"v"], AddOptions(id=(1, 0), seq_given=True))      # ID too small
         assert tx.dirty == before
+
+
+def test_xread_s_maxsize_counts_an_id_by_its_text_and_xreadgroup_s_by_21_bytes(store):
+    # 41-byte ID texts: an entry is 75 bytes for XREAD's budget, 55 for XREADGROUP's
+    big = 10 ** 19
+    with store.write() as tx:
+        for k in range(3):
+            tx.add(b"s", [b"f", b"v"], AddOptions(id=(big, big + k), seq_given=True))
+        tx.create_group(b"s", b"g", GroupOptions(start=(0, 0)))
+        [(_, read)] = tx.read_streams(ReadOptions((b"s",), ((0, 0),), None, None, 0, 110))
+        [(_, delivered)] = tx.read_group(ReadOptions((b"s",), (b">",), None, None, 0, 110, b"g", b"c", False, None))
+    assert [e.id for e in read] == [(big, big)]
+    assert [e.id for e in delivered] == [(big, big), (big, big + 1)]
