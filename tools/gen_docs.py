@@ -34,12 +34,12 @@ import click  # noqa: E402
 from xstream_cli import __version__, help  # noqa: E402
 from xstream_cli.app import cli  # noqa: E402
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS  # noqa: E402
-from xstream_cli.porcelain import complete  # noqa: E402
+from xstream_cli.porcelain import complete, complete_scripts  # noqa: E402
 
 # (man page, title, blurb, Redis command names): xstream_cli.help's families
 FAMILIES = [(page, title, blurb, names) for _, page, title, blurb, names in help.FAMILIES]
 
-HEADER = complete.HEADER
+HEADER = complete_scripts.HEADER
 
 
 # ================================================================ the model
@@ -419,9 +419,9 @@ def generate():
     for page, title, blurb, names in FAMILIES:
         files["man/xs-%s.7" % page] = man_family(page, title, blurb, names, families)
     model = complete.completion_model(cli)
-    files["completions/xs.bash"] = complete.bash_script(model)
-    files["completions/_xs"] = complete.zsh_script(model)
-    files["completions/xs.fish"] = complete.fish_script(model)
+    files["completions/xs.bash"] = complete_scripts.bash_script(model)
+    files["completions/_xs"] = complete_scripts.zsh_script(model)
+    files["completions/xs.fish"] = complete_scripts.fish_script(model)
     from xstream_cli import recipes
     files["docs/recipes.md"] = recipes.markdown()
     return files

@@ -11,6 +11,11 @@ Who imports it: xstream_cli.app and xstream_cli.help.
 import importlib
 import pkgutil
 
+# modules here that hold no command of their own, only parts of some
+# (not imported to register commands: every start of the click application
+# would load them; tests/unit/test_porcelain_registry.py keeps this true)
+HELPERS = frozenset({"complete_scripts", "durations", "tail_output"})
+
 # the root group's click settings: the application's, and the parent of
 # every porcelain help text (so that "Usage: xs tail ..." and "-h, --help"
 # read the same wherever the text is made)
@@ -21,6 +26,8 @@ _COMMANDS = None
 
 def register_all(cli):
     for info in pkgutil.iter_modules(__path__):
+        if info.name in HELPERS:
+            continue
         mod = importlib.import_module("%s.%s" % (__name__, info.name))
         reg = getattr(mod, "register", None)
         if reg is not None:

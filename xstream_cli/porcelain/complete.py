@@ -35,12 +35,6 @@ import sys
 import click
 
 from xstream_cli import context
-from xstream_cli.porcelain.complete_scripts import (  # noqa: F401 (HEADER re-exported: tools/gen_docs.py)
-    HEADER,
-    bash_script,
-    fish_script,
-    zsh_script,
-)
 
 MAX_NAMES = 10000       # a completion menu longer than this helps nobody
 SHELLS = ("bash", "zsh", "fish")
@@ -281,5 +275,6 @@ def completion_model(cli=None):
 
 def script(shell, cli=None):
     """The completion script for ``shell``."""
+    from xstream_cli.porcelain import complete_scripts as s  # the scripts' text: only when one is asked for
     model = completion_model(cli)
-    return {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[shell](model)
+    return {"bash": s.bash_script, "zsh": s.zsh_script, "fish": s.fish_script}[shell](model)
