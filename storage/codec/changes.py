@@ -17,7 +17,8 @@ In the store:
 An op is ``[code, database name, a, b]``: PUT key value, DEL key, MULTI
 [[key, value], ...], BELOW prefix bound (delete the keys with the prefix
 below bound; None: all), FIRST prefix count (delete the first count keys
-from prefix on).  Replayed in order on the store as it was before the
+from prefix on; written by older versions only: a count is now logged as
+the BELOW range it removed).  Replayed in order on the store as it was before the
 commit, they give the store as it was after it.
 
 A segment file is a sequence of frames: length (u32 BE, of what follows

@@ -17,7 +17,7 @@ from functools import partial
 from itertools import islice
 
 from storage.codec import prefix_end
-from storage.codec.changes import OP_BELOW, OP_DEL, OP_FIRST, OP_MULTI, OP_PUT
+from storage.codec.changes import OP_BELOW, OP_DEL, OP_MULTI, OP_PUT
 
 
 class KV:
@@ -232,7 +232,11 @@ class KV:
         for _ in range(count):
             c.delete()
         if self.ops is not None:
-            self.ops.append((OP_FIRST, db, prefix, count))
+            # logged as the range it removed (the keys below the first one
+            # kept), so a reader of the log knows where it ends without the
+            # store as it was (storage.ops.replica_redis)
+            k = c.key()
+            self.ops.append((OP_BELOW, db, prefix, k if k and k[:len(prefix)] == prefix else None))
         return count
 
     def delete_below(self, db, prefix, bound):
