@@ -47,6 +47,11 @@ def decode_count(b):
     return int(b) if b is not None else 0
 
 
+def number_of(key):
+    """The number (a sid or a gid) a key hanging off one starts with."""
+    return U64.unpack_from(key)[0]
+
+
 def number_prefix(n):
     """The key prefix of everything hanging off number ``n`` (a sid or a gid)."""
     return U64.pack(n)

@@ -175,6 +175,11 @@ def cname_key(gid, cid):
     return ID.pack(gid, cid)
 
 
+def cname_ids(key):
+    """(gid, cid) of a cnames key."""
+    return ID.unpack(key)
+
+
 def v1_cname_index(key):
     """Format 1 kept the consumer-by-id index in ``consumers`` under
     ``gid + 0x02 + cid``: (gid, cid) for such a key, else None."""
