@@ -476,7 +476,8 @@ def test_every_wait_of_the_command_line_is_the_one_wait_loop():
         if "wait_until(" in src:
             callers.add(path)
     assert callers == {"xstream_cli/execution/blocked.py", "xstream_cli/porcelain/tail.py",
-                       "xstream_cli/porcelain/worker/loop.py", "xstream_cli/web/server.py"}
+                       "xstream_cli/porcelain/worker/loop.py", "xstream_cli/web/server.py",
+                       "xstream_cli/redis_replica.py"}
 
 
 def test_commands_run_in_batches_through_the_one_driver():

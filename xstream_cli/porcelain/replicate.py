@@ -4,8 +4,14 @@ describes the directory).
 
     xs replicate --to DIR [--retention DURATION] [--base-interval DURATION]
                  [--backlog-size SIZE] [-q]
+    xs replicate --to redis://HOST:PORT[/DB] [--replace] [--position-key KEY]
+                 [--tls-ca-cert-file F] [--tls-cert-file F] [--tls-key-file F]
+                 [--backlog-size SIZE] [-q]
     xs replicate --status [--to DIR] [--json]
-    xs replicate --forget --to DIR
+    xs replicate --forget --to DIR|URL
+
+``--to redis://`` (or ``rediss://``) feeds a live replica on redis-server,
+Valkey or xs serve (xstream_cli/redis_replica.py).
 
 One line on stderr per generation (a new base), none with -q; SIGTERM
 and Ctrl-C end it cleanly (status 0), a SIGKILL at any moment is
@@ -46,8 +52,10 @@ class _Stop(Exception):
 
 def register(cli):
     @cli.command("replicate")
-    @click.option("--to", "to", metavar="DIR",
-                  help="The replica directory (made 0700 if missing; one replicator at a time).")
+    @click.option("--to", "to", metavar="DIR|URL",
+                  help="The replica directory (made 0700 if missing; one replicator at a time), or a live "
+                       "replica: redis://HOST:PORT[/DB], rediss:// (TLS) or unix:///PATH on Redis 7.0+, Valkey or "
+                       "xs serve (password: in the URL or REDISCLI_AUTH).")
     @click.option("--retention", metavar="DURATION",
                   help="Keep the generations needed to restore any moment of the last DURATION "
                        "(7d, 12h, 30m ...); older ones are removed. Default: keep every generation.")
@@ -59,10 +67,21 @@ def register(cli):
     @click.option("--status", is_flag=True, help="Show the store's change log and the replicas' lag, then exit.")
     @click.option("--forget", is_flag=True,
                   help="Unregister DIR's replica from the store (with no replica left, the store stops logging).")
+    @click.option("--replace", is_flag=True,
+                  help="With --to URL: replace what the server holds even if it is not this store's replica.")
+    @click.option("--position-key", "position_key", metavar="KEY", default="__xs_replica__", show_default=True,
+                  help="With --to URL: the stream key on the replica that holds its position.")
+    @click.option("--tls-ca-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="With rediss://: the CA certificates (PEM) that verify the server.")
+    @click.option("--tls-cert-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="With rediss://: this client's certificate (PEM), if the server asks for one.")
+    @click.option("--tls-key-file", type=click.Path(dir_okay=False), metavar="FILE",
+                  help="With rediss://: the client certificate's private key (PEM).")
     @click.option("--json", "json_", is_flag=True, help="With --status: one JSON object.")
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless something fails.")
     @click.pass_obj
-    def replicate(obj, to, retention, base_interval, backlog, status, forget, json_, quiet):
+    def replicate(obj, to, retention, base_interval, backlog, status, forget, replace, position_key,
+                  tls_ca_cert_file, tls_cert_file, tls_key_file, json_, quiet):
         """Replicate the store to DIR continuously, for point-in-time restore.
 
         \b
@@ -71,6 +90,12 @@ def register(cli):
         second of its commits; a new base every --base-interval starts a
         new generation, and --retention removes the generations no
         longer needed.  Restore with: xs restore --from DIR [--at TIME].
+        \b
+        With --to redis://HOST:PORT, a live replica instead: a full
+        sync by DUMP/RESTORE, then each round of commits as one
+        MULTI/EXEC of Redis commands (XADD with its ID, XCLAIM ... FORCE
+        JUSTID, XSETID ...), with the replica's position in the same
+        transaction, so a restart goes on exactly where it stopped.
         \b
         While a replica is registered, every write transaction of the
         store also records what it changed, in the same transaction;
@@ -91,6 +116,14 @@ def register(cli):
             raise click.UsageError("--retention, --base-interval and --backlog-size go with replicating")
         if json_ and not status:
             raise click.UsageError("--json goes with --status")
+        url = bool(to) and to.startswith(("redis://", "rediss://", "unix://"))
+        if not url and (replace or position_key != "__xs_replica__" or tls_ca_cert_file or tls_cert_file
+                        or tls_key_file):
+            raise click.UsageError("--replace, --position-key and the --tls options go with --to redis://...")
+        if url and (retention or base_interval != "1h"):
+            raise click.UsageError("--retention and --base-interval go with --to DIR")
+        if url and status:
+            to = None                   # the registered replicas' lag is what --status shows of a URL
         retention_ms = parse_duration("--retention", retention) if retention else None
         interval_ms = parse_duration("--base-interval", base_interval)
         if interval_ms <= 0:
@@ -100,6 +133,14 @@ def register(cli):
         try:
             if status:
                 return _status(status_(store, to), json_)
+            if forget and url:
+                from storage import changelog
+                from xstream_cli.redis_replica import safe_url
+                had = changelog.disable(store, "redis:" + safe_url(to))
+                if not quiet:
+                    click.echo("xs: %s %s" % ("forgot the replica" if had else "no replica registered for",
+                                              safe_url(to)), err=True)
+                return
             if forget:
                 had = forget_(store, to)
                 if not quiet:
@@ -111,6 +152,9 @@ def register(cli):
             def stop(signum, frame):
                 raise _Stop()
             signal.signal(signal.SIGTERM, stop)
+            if url:
+                return _to_redis(store, to, replace, position_key, bound, quiet,
+                                 (tls_ca_cert_file, tls_cert_file, tls_key_file))
             rep = Replicator(store, to, retention_ms, interval_ms, bound, say=say)
             try:
                 rep.run()
@@ -125,6 +169,33 @@ def register(cli):
             context.fail("replicate: %s: %s" % (to, e.strerror or e))
         finally:
             store.close()
+
+
+def _to_redis(store, url, replace, position_key, bound, quiet, tls):
+    """``xs replicate --to redis://...`` until SIGTERM or Ctrl-C."""
+    import os
+
+    from xstream_cli.redis_replica import RedisReplica, ReplicaError, safe_url
+    ca, cert, key = tls
+    ssl = {}
+    if url.startswith("rediss://"):
+        ssl = {k: v for k, v in (("ssl_ca_certs", ca), ("ssl_certfile", cert), ("ssl_keyfile", key)) if v}
+    elif ca or cert or key:
+        raise click.UsageError("the --tls options go with rediss://")
+    shown = safe_url(url)
+    say = (lambda line: None) if quiet else (lambda line: _say(shown, line))
+    rep = RedisReplica(store, url, position_key.encode(), replace, say=say, ssl=ssl, bound=bound,
+                       password=os.environ.get("REDISCLI_AUTH") or None)
+    try:
+        rep.run()
+    except (KeyboardInterrupt, _Stop):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if not quiet:
+            _say(shown, "stopped at commit %d" % rep.pos)
+    except ReplicaError as e:
+        context.fail("replicate: %s" % e)
+    finally:
+        rep.close()
 
 
 def _say(to, line):

@@ -1,0 +1,381 @@
+"""``xs replicate --to redis://`` (issue 41, item 4): a live replica on
+redis-server (7.0 here) and on another xs serve, fed by the change log
+as Redis commands.  After random command sequences (the differential
+fuzzer's generator) the replica has the store's keys, XRANGE and XINFO
+STREAM FULL; killed and started again, the replicator resumes with no
+duplicate (an XADD applied twice is refused by the replica, which stops
+the replicator) and no gap."""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+redis = pytest.importorskip("redis")
+hiredis = pytest.importorskip("hiredis")
+
+from storage.errors import RedisError  # noqa: E402
+from storage.store import Store  # noqa: E402
+from tests.conftest import XS  # noqa: E402
+from tests.fuzz_diff import Gen  # noqa: E402
+from xstream_cli.commands import lookup  # noqa: E402
+from xstream_cli.redis_replica import RedisReplica, ReplicaError  # noqa: E402
+from xstream_cli.server.resp import encode  # noqa: E402
+
+pytestmark = [pytest.mark.system, pytest.mark.differential]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+POSITION = b"__xs_replica__"
+# what a replica cannot share with the store: when a consumer was last seen
+# or active (set by the replica as it applies), the radix tree's node
+# count (its allocation history), lag (Redis 7.0's rule differs from
+# Redis 8's, which xs follows), and the IDMP counters of XADDs
+# (XIDMPRECORD records history without counting an XADD)
+UNSHARED = {b"seen-time", b"active-time", b"radix-tree-nodes", b"lag", b"iids-added", b"iids-duplicates"}
+POLICIES = (b"ACKED", b"KEEPREF", b"DELREF")
+
+
+def _port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def _wait_port(port):
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("nothing listens on %d" % port)
+
+
+@pytest.fixture(scope="module")
+def redis7(tmp_path_factory):
+    binary = shutil.which("redis-server")
+    if not binary:
+        pytest.skip("redis-server is not installed")
+    port = _port()
+    d = tmp_path_factory.mktemp("redis")
+    p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                          "--dir", str(d)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port)
+    yield port
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture
+def xs_serve(tmp_path):
+    port = _port()
+    p = subprocess.Popen(XS + ["--db", str(tmp_path / "replica-store"), "serve", "--bind", "127.0.0.1", "--port",
+                               str(port), "--allow-no-password"], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port)
+    yield port
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+
+
+def client(port):
+    r = redis.Redis(port=port, protocol=2)
+    r.response_callbacks.clear()
+    return r
+
+
+def xs_call(store, *args):
+    """A command run on ``store`` in this process, its reply as RESP2
+    gives it to redis-py (an error: the exception)."""
+    argv = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    try:
+        c = lookup(argv)
+        parsed = c.parse(argv)
+
+        def run(tx):
+            a = c.prepare(tx, *parsed) if c.prepare is not None else parsed
+            return c.run(tx, *a)
+        reply = store.run(run, write=True)
+    except RedisError as e:
+        return e
+    rd = hiredis.Reader()
+    rd.feed(encode(reply, 2))
+    return rd.gets()
+
+
+def _pairs(x):
+    return dict(x) if isinstance(x, dict) else {x[j]: x[j + 1] for j in range(0, len(x), 2)}
+
+
+def _info(x):
+    top = {k: v for k, v in _pairs(x).items() if k not in UNSHARED}
+    groups = []
+    for g in top.get(b"groups") or []:
+        g = {k: v for k, v in _pairs(g).items() if k not in UNSHARED}
+        g[b"consumers"] = [{k: v for k, v in _pairs(c).items() if k not in UNSHARED} for c in g.get(b"consumers") or []]
+        g[b"pending"] = list(g.get(b"pending") or [])
+        groups.append(g)
+    top[b"groups"] = groups
+    return top
+
+
+def _common(a, b):
+    """``a`` and ``b`` with only the map fields both have (what the
+    older server lacks is not compared)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        ks = set(a) & set(b)
+        pairs = {k: _common(a[k], b[k]) for k in ks}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        pairs = [_common(x, y) for x, y in zip(a, b)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    return a, b
+
+
+def differences(call_a, call_b, policy_trims=False):
+    """What differs between the store (``call_a``) and the replica
+    (``call_b``): keys, each stream's XRANGE, XINFO STREAM FULL and
+    expiry time.  [] when they agree.  ``policy_trims``: the store's
+    history has trims with a reference policy (ACKED, KEEPREF, DELREF),
+    which delete entries inside a stream without counting them for
+    max-deleted-entry-id; the replica gets XDEL, which counts, and
+    XSETID cannot set it back to 0-0: that one difference is allowed."""
+    ka = sorted(call_a("KEYS", "*"))
+    kb = sorted(k for k in call_b("KEYS", "*") if k != POSITION)
+    if ka != kb:
+        return ["keys: %r != %r" % (ka, kb)]
+    out = []
+    for n in ka:
+        for args in (("XRANGE", n, "-", "+"), ("PEXPIRETIME", n)):
+            a, b = call_a(*args), call_b(*args)
+            if a != b:
+                out.append("%s %r: %r != %r" % (args[0], n, a, b))
+        a, b = _common(_info(call_a("XINFO", "STREAM", n, "FULL")), _info(call_b("XINFO", "STREAM", n, "FULL")))
+        if policy_trims and a.get(b"max-deleted-entry-id") == b"0-0":
+            b[b"max-deleted-entry-id"] = b"0-0"
+        if a != b:
+            out.append("XINFO STREAM FULL %r: %r" % (n, {k: (a.get(k), b.get(k)) for k in a if a.get(k) != b.get(k)}))
+    return out
+
+
+def _run_sequences(tmp_path, port, seed, count, redis8):
+    """``count`` generated sequences, each on a new store replicated to
+    the server at ``port`` (flushed first): rounds of replication at
+    random points, and now and then a new replicator (a restart: it
+    resumes from the replica's position, copying the streams touched
+    since); at the end the replica is compared with the store, then
+    flushed and fully synced (DUMP/RESTORE, or commands) and compared
+    again.  The sequences that ended different, with why."""
+    r = client(port)
+    bad = []
+    url = "redis://127.0.0.1:%d" % port
+    for idx in range(count):
+        path = str(tmp_path / ("s%d" % idx))
+        r.execute_command("FLUSHALL")
+        store = Store(path)
+        rep = RedisReplica(store, url)
+        diff = []
+        try:
+            rep.open()
+            rnd = random.Random("%s:%d" % (seed, idx))
+            policy_trims = False
+            for argv in Gen("%s:%d" % (seed, idx), redis8).sequence(None):
+                xs_call(store, *argv)
+                policy_trims |= argv[0].upper() in (b"XADD", b"XTRIM") and any(
+                    a.upper() in POLICIES for a in argv)
+                if rnd.random() < 0.05:
+                    rep.close()
+                    rep = RedisReplica(store, url)
+                    rep.open()
+                elif rnd.random() < 0.3:
+                    while rep.round():
+                        pass
+            while rep.round():
+                pass
+
+            def mine(*a):
+                got = xs_call(store, *a)
+                assert not isinstance(got, Exception), (a, got)
+                return got
+            diff = differences(mine, r.execute_command, policy_trims)
+            if not diff:
+                rep.close()
+                r.execute_command("FLUSHALL")
+                rep = RedisReplica(store, url)
+                rep.open()
+                diff = ["after a full sync: " + d for d in differences(mine, r.execute_command)]
+        except ReplicaError as e:
+            diff.append("replicator: %s" % e)
+        finally:
+            rep.close()
+            store.close()
+        if diff:
+            bad.append((idx, diff[:3]))
+        shutil.rmtree(path, ignore_errors=True)
+    return bad
+
+
+def test_a_redis_7_replica_equals_the_store_after_each_random_sequence(tmp_path, redis7):
+    n = int(os.environ.get("XS_REPLICA_SEQUENCES", "1000"))
+    bad = _run_sequences(tmp_path, redis7, os.environ.get("XS_REPLICA_SEED", "replica-7"), n, redis8=False)
+    assert not bad, "%d of %d sequences differ: %s" % (len(bad), n, bad[:8])
+
+
+def test_an_xs_serve_replica_takes_redis_8_state_too(tmp_path, xs_serve):
+    """NACKed entries, IDMP settings and history, XDELEX/XACKDEL: an xs
+    serve replica has every command they need."""
+    n = int(os.environ.get("XS_REPLICA_SEQUENCES_8", "300"))
+    bad = _run_sequences(tmp_path, xs_serve, os.environ.get("XS_REPLICA_SEED", "replica-8"), n, redis8=True)
+    assert not bad, "%d of %d sequences differ: %s" % (len(bad), n, bad[:8])
+
+
+def test_a_redis_7_replica_is_stopped_with_the_command_and_version_it_lacks(tmp_path, redis7):
+    client(redis7).execute_command("FLUSHALL")
+    store = Store(str(tmp_path / "db"))
+    rep = RedisReplica(store, "redis://127.0.0.1:%d" % redis7)
+    try:
+        rep.open()
+        for line in (("XADD", "s", "1-0", "f", "v"), ("XGROUP", "CREATE", "s", "g", "0"),
+                     ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+                     ("XNACK", "s", "g", "FAIL", "IDS", "1", "1-0")):
+            assert not isinstance(xs_call(store, *line), Exception)
+        with pytest.raises(ReplicaError) as e:
+            while rep.round():
+                pass
+        assert "needs XNACK" in str(e.value) and "Redis 8.10 or newer" in str(e.value), e.value
+    finally:
+        rep.close()
+        store.close()
+
+
+def _xs(db, *args, check=True, env=None):
+    p = subprocess.run(XS + ["--db", str(db)] + [str(a) for a in args], cwd=ROOT, capture_output=True, timeout=120,
+                       env=env)
+    if check:
+        assert p.returncode == 0, p
+    return p
+
+
+def test_a_server_with_other_keys_is_refused_unless_replace(tmp_path, redis7):
+    r = client(redis7)
+    r.execute_command("FLUSHALL")
+    r.execute_command("SET", "precious", "1")
+    db = tmp_path / "db"
+    _xs(db, "XADD", "s", "*", "f", "v")
+    p = _xs(db, "replicate", "--to", "redis://127.0.0.1:%d" % redis7, check=False)
+    assert p.returncode == 1
+    assert b"holds 1 keys and no xs position" in p.stderr and b"--replace" in p.stderr, p.stderr
+    assert r.execute_command("GET", "precious") == b"1"
+    assert r.execute_command("EXISTS", "s") == 0
+
+
+def test_a_full_sync_copies_groups_pel_and_ttl_and_a_restart_resumes(tmp_path, redis7):
+    """The full sync (DUMP/RESTORE) of a store with history; the process
+    killed (SIGKILL) while producers, readers and ackers run, started
+    again three times; then the replica equals the store, and the
+    replicator never stopped on a refused command (a duplicate or a
+    gap would be one)."""
+    r = client(redis7)
+    r.execute_command("FLUSHALL")
+    db = tmp_path / "db"
+    lines = b"".join(b"XADD s%d * n %d\n" % (i % 3, i) for i in range(3000))
+    _xs(db, "XGROUP", "CREATE", "s0", "g", "0", "MKSTREAM")
+    subprocess.run(XS + ["--db", str(db)], input=lines, cwd=ROOT, capture_output=True, check=True)
+    _xs(db, "XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s0", ">")
+    _xs(db, "PEXPIREAT", "s2", str(int(time.time() * 1000) + 3600_000))
+    url = "redis://127.0.0.1:%d" % redis7
+    logs = []
+
+    def start():
+        f = open(tmp_path / ("log%d" % len(logs)), "wb")
+        logs.append(tmp_path / ("log%d" % len(logs)))
+        return subprocess.Popen(XS + ["--db", str(db), "replicate", "--to", url], cwd=ROOT, stderr=f)
+    rep = start()
+    acked = []
+
+    def produce(k):
+        rnd = random.Random(k)
+        for j in range(40):
+            line = rnd.choice([["XADD", "s0", "*", "n", "x"], ["XADD", "s1", "MAXLEN", "~", "500", "*", "n", "y"],
+                               ["XREADGROUP", "GROUP", "g", "c%d" % (j % 3), "COUNT", "3", "STREAMS", "s0", ">"],
+                               ["XAUTOCLAIM", "s0", "g", "c9", "0", "0-0", "COUNT", "2"], ["XACK", "s0", "g", "0-1"]])
+            if _xs(db, *line, check=False).returncode == 0 and line[0] == "XADD":
+                acked.append(line[1])
+    try:
+        work = [threading.Thread(target=produce, args=(k,)) for k in range(2)]
+        for w in work:
+            w.start()
+        rnd = random.Random(41)
+        for k in range(3):
+            time.sleep(rnd.uniform(0.3, 1.5))
+            rep.send_signal(signal.SIGKILL)
+            rep.wait()
+            rep = start()
+        for w in work:
+            w.join(timeout=300)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            head = json.loads(_xs(db, "replicate", "--status", "--json").stdout)["seq"]
+            pos = r.execute_command("XREVRANGE", POSITION, "+", "-", "COUNT", 1)
+            if pos and int(_pairs(pos[0][1])[b"seq"]) == head:
+                break
+            time.sleep(0.2)
+        assert rep.poll() is None, [p.read_bytes() for p in logs]
+    finally:
+        rep.send_signal(signal.SIGTERM)
+        rep.wait(timeout=30)
+    text = b"".join(p.read_bytes() for p in logs)
+    assert b"refused" not in text, text
+    assert b"full sync" in text and b"resumed at commit" in text, text
+    store = Store(str(db))
+    try:
+        def mine(*a):
+            got = xs_call(store, *a)
+            assert not isinstance(got, Exception), (a, got)
+            return got
+        assert differences(mine, r.execute_command) == []
+        assert len(r.execute_command("XRANGE", "s1", "-", "+")) >= 500
+    finally:
+        store.close()
+
+
+def test_the_documented_redis_replica_lines_run(tmp_path, redis7):
+    """docs/replication.md's "A live Redis replica" example, with the
+    test's redis-server port for 6380."""
+    import sys as _sys
+
+    from tests.cli.test_readme_examples import marked_block
+    lines = [ln.replace("6380", str(redis7)) for ln in marked_block("docs/replication.md", "redis replica example")]
+    assert lines[0].endswith(" &") and len(lines) == 3
+    client(redis7).execute_command("FLUSHALL")
+    db = tmp_path / "db"
+    env = dict(os.environ, XS_DB=str(db), PYTHONPATH=ROOT)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "xs").write_text('#!/bin/sh\nexec "%s" -m xstream_cli "$@"\n' % _sys.executable)
+    (bindir / "xs").chmod(0o755)
+    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    _xs(db, "XADD", "events", "1-1", "user", "alice")
+    p = subprocess.Popen(["bash", "-c", "exec " + lines[0][:-2]], env=env, cwd=str(tmp_path),
+                         stderr=subprocess.PIPE)
+    try:
+        _xs(db, "XADD", "events", "2-2", "user", "bob")
+        deadline = time.time() + 30
+        while time.time() < deadline and len(client(redis7).execute_command("XRANGE", "events", "-", "+")) < 2:
+            time.sleep(0.05)
+        st = subprocess.run(["bash", "-c", lines[1]], env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
+        assert st.returncode == 0 and b"registered replica redis:redis://127.0.0.1:%d" % redis7 in st.stdout, st
+        got = subprocess.run(["bash", "-c", lines[2]], env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
+        assert got.returncode == 0 and got.stdout.split() == [b"1-1", b"user", b"alice", b"2-2", b"user", b"bob"], got
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and b"full sync" in err and b"stopped at commit" in err, err
