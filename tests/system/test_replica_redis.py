@@ -364,6 +364,7 @@ def test_the_documented_redis_replica_lines_run(tmp_path, redis7):
     (bindir / "xs").chmod(0o755)
     env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
     _xs(db, "XADD", "events", "1-1", "user", "alice")
+    _xs(db, "XGROUP", "CREATE", "events", "workers", "0")
     p = subprocess.Popen(["bash", "-c", "exec " + lines[0][:-2]], env=env, cwd=str(tmp_path),
                          stderr=subprocess.PIPE)
     try:
@@ -379,3 +380,17 @@ def test_the_documented_redis_replica_lines_run(tmp_path, redis7):
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     assert p.returncode == 0 and b"full sync" in err and b"stopped at commit" in err, err
+    # failing over: a worker reads from the replica, a new store is made from it
+    fail = [ln.replace("6380", str(redis7)) for ln in marked_block("docs/replication.md", "redis failover example")]
+    assert len(fail) == 3
+    got = subprocess.run(["bash", "-c", fail[0]], env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
+    assert got.returncode == 0 and got.stdout.split() == [b"events", b"1-1", b"user", b"alice", b"2-2", b"user",
+                                                          b"bob"], got
+    for line in fail[1:]:
+        done = subprocess.run(["bash", "-c", line], env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
+        assert done.returncode == 0, done
+    back = tmp_path / "recovered"
+    assert _xs(back, "XRANGE", "events", "-", "+").stdout.split() == [b"1-1", b"user", b"alice", b"2-2", b"user",
+                                                                      b"bob"]
+    assert _xs(back, "KEYS", "*").stdout.split() == [b"events"]
+    assert b"w1" in _xs(back, "XINFO", "CONSUMERS", "events", "workers").stdout
