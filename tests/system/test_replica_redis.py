@@ -394,3 +394,26 @@ def test_the_documented_redis_replica_lines_run(tmp_path, redis7):
                                                                       b"bob"]
     assert _xs(back, "KEYS", "*").stdout.split() == [b"events"]
     assert b"w1" in _xs(back, "XINFO", "CONSUMERS", "events", "workers").stdout
+
+
+
+def test_forget_unregisters_a_redis_replica_and_options_are_checked(tmp_path, redis7):
+    client(redis7).execute_command("FLUSHALL")
+    db = tmp_path / "db"
+    url = "redis://127.0.0.1:%d" % redis7
+    _xs(db, "XADD", "s", "1-1", "f", "v")
+    store = Store(str(db))
+    rep = RedisReplica(store, url)
+    try:
+        rep.open()
+    finally:
+        rep.close()
+        store.close()
+    assert b"registered replica redis:%s" % url.encode() in _xs(db, "replicate", "--status").stdout
+    p = _xs(db, "replicate", "--forget", "--to", url)
+    assert b"forgot the replica" in p.stderr
+    assert b"change log: off" in _xs(db, "replicate", "--status").stdout
+    for bad in (["--to", str(tmp_path / "dir"), "--replace"], ["--to", url, "--retention", "1h"],
+                ["--to", url, "--tls-ca-cert-file", str(tmp_path / "ca.crt")]):
+        p = _xs(db, "replicate", *bad, check=False)
+        assert p.returncode == 2 and b"Traceback" not in p.stderr, (bad, p.stderr)
