@@ -95,6 +95,7 @@ class RedisReplica:
         self.caps = frozenset()
         self.store_id = None
         self.log_id = None
+        self.by_commands = set()        # streams the last full sync built from commands
 
     # ------------------------------------------------------------ set-up
 
@@ -226,9 +227,11 @@ class RedisReplica:
         plain = not meta.idmp_cfg and _no_nacks(lt, self.store.dbs, model, sid)
         if plain:
             payload = tx.dump_value(name)
+            self.by_commands.discard(name)
             return [("RESTORE", name, meta.expire_at or 0, payload, "REPLACE") +
                     (("ABSTTL",) if meta.expire_at else ())]
         ops = _creation_ops(lt, self.store.dbs, sid, meta, name)
+        self.by_commands.add(name)      # laid out anew: its radix-tree-keys may differ from the store's
         tr = Translator(Model(), self.caps)
         try:
             return [("DEL", name)] + tr.record(ops)

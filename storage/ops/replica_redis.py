@@ -357,13 +357,21 @@ class Translator:
         else:
             self._xdel(name, sorted(s.trimmed), out)
         self._xdel(name, sorted(s.gone_added), out)
-        if s.meta_put and new is not None:
-            # (an entries-added past LLONG_MAX, which XSETID cannot take, is left to the replica's count)
-            out.append(("XSETID", name, fmt(new.last_id)) +
-                       (("ENTRIESADDED", new.entries_added) if new.entries_added < 1 << 63 else ()) +
-                       ("MAXDELETEDID", fmt(new.max_deleted)))
-        for g in setids:
-            out.append(("XGROUP", "SETID", name, g.name, fmt(g.last_id), "ENTRIESREAD", g.entries_read))
+        # a group's entries-read is kept within the stream's entries-added
+        # when set, and not lowered with it: the groups are set while
+        # entries-added is at least theirs, then the stream's exact
+        # metadata (an entries-added past LLONG_MAX, which XSETID cannot
+        # take, is left to the replica's count)
+        if new is not None and (s.meta_put or setids):
+            ea, tail = new.entries_added, ("MAXDELETEDID", fmt(new.max_deleted))
+            high = max([ea] + [g.entries_read for g in setids])
+            exact = ea < 1 << 63
+            if exact:
+                out.append(("XSETID", name, fmt(new.last_id), "ENTRIESADDED", high) + tail)
+            for g in setids:
+                out.append(("XGROUP", "SETID", name, g.name, fmt(g.last_id), "ENTRIESREAD", g.entries_read))
+            if not exact or high != ea:
+                out.append(("XSETID", name, fmt(new.last_id)) + (("ENTRIESADDED", ea) if exact else ()) + tail)
         if new is not None and (old is None or old.expire_at != new.expire_at):
             if new.expire_at is not None:
                 out.append(("PEXPIREAT", name, new.expire_at))

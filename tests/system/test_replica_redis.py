@@ -140,14 +140,17 @@ def _common(a, b):
     return a, b
 
 
-def differences(call_a, call_b, policy_trims=False):
+def differences(call_a, call_b, policy_trims=False, relaid=()):
     """What differs between the store (``call_a``) and the replica
     (``call_b``): keys, each stream's XRANGE, XINFO STREAM FULL and
     expiry time.  [] when they agree.  ``policy_trims``: the store's
     history has trims with a reference policy (ACKED, KEEPREF, DELREF),
     which delete entries inside a stream without counting them for
     max-deleted-entry-id; the replica gets XDEL, which counts, and
-    XSETID cannot set it back to 0-0: that one difference is allowed."""
+    XSETID cannot set it back to 0-0: that one difference is allowed.
+    ``relaid``: streams a full sync built from commands (DUMP cannot
+    carry NACKed entries or IDMP state): their listpack nodes are laid
+    out anew, so radix-tree-keys is not compared."""
     ka = sorted(call_a("KEYS", "*"))
     kb = sorted(k for k in call_b("KEYS", "*") if k != POSITION)
     if ka != kb:
@@ -161,6 +164,9 @@ def differences(call_a, call_b, policy_trims=False):
         a, b = _common(_info(call_a("XINFO", "STREAM", n, "FULL")), _info(call_b("XINFO", "STREAM", n, "FULL")))
         if policy_trims and a.get(b"max-deleted-entry-id") == b"0-0":
             b[b"max-deleted-entry-id"] = b"0-0"
+        if n in relaid:
+            a.pop(b"radix-tree-keys", None)
+            b.pop(b"radix-tree-keys", None)
         if a != b:
             out.append("XINFO STREAM FULL %r: %r" % (n, {k: (a.get(k), b.get(k)) for k in a if a.get(k) != b.get(k)}))
     return out
@@ -176,6 +182,7 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
     again.  The sequences that ended different, with why."""
     r = client(port)
     bad = []
+    unreadable = []
     url = "redis://127.0.0.1:%d" % port
     for idx in range(count):
         path = str(tmp_path / ("s%d" % idx))
@@ -211,15 +218,22 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
                 r.execute_command("FLUSHALL")
                 rep = RedisReplica(store, url)
                 rep.open()
-                diff = ["after a full sync: " + d for d in differences(mine, r.execute_command)]
+                diff = ["after a full sync: " + d for d in differences(mine, r.execute_command, policy_trims,
+                                                                         rep.by_commands)]
         except ReplicaError as e:
             diff.append("replicator: %s" % e)
+        except hiredis.ProtocolError:
+            # a counter past LLONG_MAX (XSETID ENTRIESADDED near 2**63 and
+            # an XADD): hiredis cannot read xs's reply, as Redis cannot
+            # hold the value: not compared
+            unreadable.append(idx)
         finally:
             rep.close()
             store.close()
         if diff:
             bad.append((idx, diff[:3]))
         shutil.rmtree(path, ignore_errors=True)
+    assert len(unreadable) <= count // 100 + 1, unreadable
     return bad
 
 
