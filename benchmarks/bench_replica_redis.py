@@ -100,7 +100,9 @@ def main(argv=None):
     if not lags:
         print("no commit reached the replica")
         return 1
-    q = (lambda f: lags[min(len(lags) - 1, int(f * len(lags)))])
+
+    def q(f):
+        return lags[min(len(lags) - 1, int(f * len(lags)))]
     print("xs replicate --to redis:// at %d entries/s (%d per commit), %.1f s: %d commits, %.0f entries/s offered"
           % (a.rate, a.per_commit, a.seconds, k, k * a.per_commit / wall))
     print("lag: p50 %.4f s  p99 %.4f s  max %.4f s  (%d commits measured)" % (q(0.5), q(0.99), lags[-1], len(lags)))

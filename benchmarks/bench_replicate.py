@@ -4,7 +4,10 @@
    xs import and script-mode runs of XADD), durable, the log off vs on
    (a replica registered, none running: every record kept).
 2. XADD through the engine as xs serve runs it: a group commit of
-   --batch commands, each in its own savepoint, off vs on.
+   --serve-batch commands, each in its own savepoint, off vs on.
+   Off and on are measured side by side, a transaction each in turn
+   (``interleaved``): on a shared machine, runs one after the other
+   differ by more than the log costs.
 3. The lag of xs replicate --to DIR under a steady --rate entries/s
    (commits of --batch entries): lag in seconds and commits, sampled.
 
@@ -29,52 +32,57 @@ from storage.options import AddOptions  # noqa: E402
 from storage.store import Store  # noqa: E402
 
 
-def ingest(path, n, batch, on):
-    s = Store(path)
-    if on:
-        changelog.enable(s, "bench")
+def _ingest_txn(s, k):
     item = b"user\nu123\naction\nclick\npage\n/home\nts\n1700000000"
-    t0 = time.perf_counter()
-    done = 0
-    while done < n:
-        k = min(batch, n - done)
-        s.run(lambda tx: tx.add_auto_many([(b"s", item)] * k), write=True)
-        done += k
-    dt = time.perf_counter() - t0
-    s.close()
-    return n / dt
+    s.run(lambda tx: tx.add_auto_many([(b"s", item)] * k), write=True)
 
 
-def served(path, n, batch, on):
-    s = Store(path)
-    if on:
-        changelog.enable(s, "bench")
+def _served_txn(s, k):
     opts = AddOptions()
     fields = [b"user", b"u123", b"action", b"click"]
-    t0 = time.perf_counter()
+
+    def job(tx):
+        for _ in range(k):
+            tx.add(b"s", fields, opts)
+    s.run(job, write=True, savepoints=True)
+
+
+def interleaved(txn, tmp, n, batch):
+    """Rates (entries/s) with the log off and on, measured side by side:
+    two stores, one logging (a replica registered, none running: every
+    record kept), written in turns, one transaction of ``batch`` each, so
+    that the machine's changing load falls on both alike; the time of
+    each transaction is summed per store."""
+    d = tempfile.mkdtemp(dir=tmp)
+    stores = {on: Store(os.path.join(d, "on" if on else "off")) for on in (False, True)}
+    changelog.enable(stores[True], "bench")
+    spent = {False: 0.0, True: 0.0}
     done = 0
-    while done < n:
-        k = min(batch, n - done)
+    try:
+        while done < n:
+            k = min(batch, n - done)
+            for on in ((False, True) if (done // batch) % 2 == 0 else (True, False)):
+                t0 = time.perf_counter()
+                txn(stores[on], k)
+                spent[on] += time.perf_counter() - t0
+            done += k
+    finally:
+        for s in stores.values():
+            s.close()
+        shutil.rmtree(d)
+    return n / spent[False], n / spent[True]
 
-        def job(tx):
-            for _ in range(k):
-                tx.add(b"s", fields, opts)
-        s.run(job, write=True, savepoints=True)
-        done += k
-    dt = time.perf_counter() - t0
-    s.close()
-    return n / dt
 
-
-def best(fn, tmp, repeat, *args):
-    out = {}
-    for r in range(repeat):
-        for on in (False, True):
-            d = tempfile.mkdtemp(dir=tmp)
-            rate = fn(os.path.join(d, "db"), *args, on)
-            out[on] = max(out.get(on, 0), rate)
-            shutil.rmtree(d)
-    return out[False], out[True]
+def best(txn, tmp, repeat, n, batch):
+    """The best rate of ``repeat`` interleaved runs for each side, and
+    the median of the runs' on/off ratios."""
+    off = on = 0.0
+    ratios = []
+    for _ in range(repeat):
+        a, b = interleaved(txn, tmp, n, batch)
+        off, on = max(off, a), max(on, b)
+        ratios.append(b / a)
+    return off, on, sorted(ratios)[len(ratios) // 2]
 
 
 def lag(tmp, rate, batch, seconds):
@@ -141,14 +149,14 @@ def main():
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-replicate-")
     try:
-        off, on = best(ingest, tmp, a.repeat, a.entries, a.batch)
+        off, on, ratio = best(_ingest_txn, tmp, a.repeat, a.entries, a.batch)
         print("bulk ingest, %d entries, %d a transaction (durable):" % (a.entries, a.batch))
         print("  log off %10.0f entries/s" % off)
-        print("  log on  %10.0f entries/s   on/off %.3f" % (on, on / off))
-        off, on = best(served, tmp, a.repeat, a.serve_entries, a.serve_batch)
+        print("  log on  %10.0f entries/s   on/off %.3f (median of %d side-by-side runs)" % (on, ratio, a.repeat))
+        off, on, ratio = best(_served_txn, tmp, a.repeat, a.serve_entries, a.serve_batch)
         print("XADD as xs serve runs it, %d per group commit, a savepoint each (durable):" % a.serve_batch)
         print("  log off %10.0f XADD/s" % off)
-        print("  log on  %10.0f XADD/s   on/off %.3f" % (on, on / off))
+        print("  log on  %10.0f XADD/s   on/off %.3f (median of %d side-by-side runs)" % (on, ratio, a.repeat))
         achieved, secs, commits = lag(tmp, a.rate, a.lag_batch, a.seconds)
         print("replication lag of xs replicate --to DIR at %.0f entries/s (%d a commit), %d samples:"
               % (achieved, a.lag_batch, len(secs)))

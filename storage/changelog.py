@@ -3,7 +3,8 @@ replicas also records what it changed, in the same LMDB transaction.
 
 What is logged.  A *physical* redo log: every write the engine makes
 goes through storage.parts.kv.KV, which appends it to the transaction's
-``ops`` (storage.codec.changes: put, delete, bulk put, range deletes);
+``ops`` (storage.codec.changes: put, delete, bulk put, range deletes;
+the node index's final values at commit: see Cost);
 at commit the ops become one record of the ``changelog`` database,
 under the next commit sequence number, with the commit time in ms.
 Replayed in order on the store as it was before a commit, a record gives
@@ -22,9 +23,16 @@ without replicas) and, when it is there, hands the verbs a ``Logged``
 transaction.  So a process that opened the store before a replica
 registered logs from its next write transaction on.
 
-Savepoints.  A nested transaction (``Logged.child``) gathers its own ops
-and gives them to its parent when it commits; an aborted one's ops go
-with it, as its writes do.
+Savepoints.  A nested transaction (``Logged.child``, a ``Savepoint``)
+logs into the same list of ops; an aborted one cuts the list back to
+where it began, so its ops go with it, as its writes do.
+
+Cost (issue 41: with the log on, ingest and xs serve lose at most 10%).
+Ops name their database by its handle, named once when the record is
+encoded; the node index (``LATE``), rewritten by every XADD and read by
+no consumer of the log, is logged once per commit, as the final value
+of each node written, at the end of the record; records of a few KB
+(group commits of single commands) are compressed (storage.codec.changes).
 
 Kept while needed.  Each registered replica has its position in
 ``meta`` (``changelog.replica.<id>``); ``ack`` moves it and deletes the
@@ -53,49 +61,53 @@ DEFAULT_BOUND = 256 << 20          # bytes of records kept for a replica that fe
 WAKE_KEY = b"\x00xs:changelog"     # the notification file a logged commit touches (storage.blocking)
 
 
+# the database logged at commit, as the final value of each key written
+# (storage.parts.kv): the node index, whose record of a stream's last node
+# every XADD rewrites, and which no reader of the log needs write by write
+LATE = b"nodes"
+
+
 class Logged:
     """A write transaction whose writes are logged: the py-lmdb
-    transaction's methods that KV uses, and ``ops``.  The top one
-    (``parent`` None) writes the record at ``commit``."""
+    transaction (``raw``, which KV uses) and the record being made
+    (``ops``, ``late_db``, ``late``: see storage.parts.kv); ``log`` is
+    itself, as for its savepoints.  It writes the record at ``commit``."""
 
-    __slots__ = ("raw", "ops", "store", "state", "parent", "get", "put", "delete", "cursor", "stat")
+    __slots__ = ("raw", "log", "ops", "late_db", "late", "store", "state")
 
-    def __init__(self, store, raw, state, parent=None):
+    def __init__(self, store, raw, state):
         self.raw = raw
+        self.log = self
         self.store = store
         self.state = state
-        self.parent = parent
         self.ops = []
-        self.get, self.put, self.delete, self.cursor = raw.get, raw.put, raw.delete, raw.cursor
-        self.stat = raw.stat
+        self.late_db = store.dbs[LATE]
+        self.late = set()
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
 
     def child(self):
         """A nested transaction (a savepoint) that logs into this one."""
-        return Logged(self.store, self.store.env.begin(write=True, parent=self.raw), self.state, self)
+        return Savepoint(self.store.env.begin(write=True, parent=self.raw), self)
 
     def abort(self):
-        self.ops = []
         self.raw.abort()
 
     def commit(self):
-        if self.parent is not None:
-            self.raw.commit()
-            self.parent.ops.extend(self.ops)
-            return
+        raw = self.raw
         ops = self.ops
+        if self.late:
+            ops.extend(_final(raw, self.late_db, self.late))
         if not ops:
-            self.raw.commit()
+            raw.commit()
             return
         store = self.store
         st = self.state
-        names = {id(h): n for n, h in store.dbs.items()}
-        rec = changes.encode_record(int(time.time() * 1000), [(o[0], names[id(o[1])]) + o[2:] for o in ops])
+        names = {h: n for n, h in store.dbs.items()}
+        rec = changes.encode_record(int(time.time() * 1000), ops, names)
         seq = st["seq"] = st.get("seq", 0) + 1
         st["bytes"] = st.get("bytes", 0) + len(rec)
-        raw = self.raw
         db = _log_db(store, raw)
         raw.put(changes.seq_key(seq), rec, db=db, append=True)
         if st["bytes"] > st.get("bound", DEFAULT_BOUND):
@@ -105,6 +117,43 @@ class Logged:
         store.dbs[changes.CHANGELOG_DB] = db     # valid now that its transaction committed
         from storage.blocking import notify
         notify(store, (WAKE_KEY,))
+
+
+class Savepoint:
+    """A nested transaction of a Logged one: its writes go to the same
+    ``ops``; if it aborts, they are cut back to where it began
+    (``mark``).  The keys it added to ``late`` stay: that costs at most
+    a redundant op (their values are read at commit).  ``commit`` is the
+    py-lmdb transaction's own."""
+
+    __slots__ = ("raw", "log", "mark", "commit")
+
+    def __init__(self, raw, log):
+        self.raw = raw
+        self.log = log
+        self.mark = len(log.ops)
+        self.commit = raw.commit
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+    def child(self):
+        return Savepoint(self.log.store.env.begin(write=True, parent=self.raw), self.log)
+
+    def abort(self):
+        del self.log.ops[self.mark:]
+        self.raw.abort()
+
+
+def _final(lt, db, keys):
+    """The ops that give the keys ``keys`` of database ``db`` their value
+    in ``lt``: PUT, or DEL if absent; in key order."""
+    get = lt.get
+    out = []
+    for k in sorted(keys):
+        v = get(k, db=db)
+        out.append((changes.OP_PUT, db, k, v) if v is not None else (changes.OP_DEL, db, k))
+    return out
 
 
 def logged(store, lt, raw_state):

@@ -12,14 +12,22 @@ In the store:
                                      store without replicas pays one get)
   meta ``changelog.replica.`` + id   a registered replica's position
   changelog  seq (u64 BE) -> record  one per logged commit: msgpack
-                                     ``[time_ms, ops]``
+                                     ``[time_ms, ops]``, or
+                                     ``[time_ms, CODEC_ZLIB, zlib(ops)]``
+                                     (ops packed, then compressed: records
+                                     of COMPRESS_MIN..COMPRESS_MAX bytes)
 
 An op is ``[code, database name, a, b]``: PUT key value, DEL key, MULTI
 [[key, value], ...], BELOW prefix bound (delete the keys with the prefix
 below bound; None: all), FIRST prefix count (delete the first count keys
 from prefix on; written by older versions only: a count is now logged as
 the BELOW range it removed).  Replayed in order on the store as it was before the
-commit, they give the store as it was after it.
+commit, they give the store as it was after it.  The ops come in commit
+order, but for the ``nodes`` database: each node a commit wrote is
+logged once, with its final value (PUT, or DEL if it went), at the end
+of the record (older records have them in place); its range deletes
+stay in place.  Both forms of a record, and both orders, decode and
+replay alike: ``decode_record`` gives ``(time_ms, ops)``.
 
 A segment file is a sequence of frames: length (u32 BE, of what follows
 the 8-byte header), CRC-32 of it (u32 BE), then seq (u64 BE), time_ms
@@ -36,6 +44,10 @@ META_CHANGELOG = b"changelog"
 REPLICA_PREFIX = b"changelog.replica."
 
 OP_PUT, OP_DEL, OP_MULTI, OP_BELOW, OP_FIRST = 1, 2, 3, 4, 5
+
+CODEC_ZLIB = 1                 # a record's ops, compressed (zlib)
+COMPRESS_MIN = 1 << 10         # packed ops this size or more are compressed ...
+COMPRESS_MAX = 64 << 10        # ... up to this size (bulk records, mostly entries, are not)
 
 _SEQ = struct.Struct(">Q")
 _FRAME = struct.Struct(">II")
@@ -72,14 +84,28 @@ def replica_id(key):
     return key[len(REPLICA_PREFIX):].decode()
 
 
-def encode_record(time_ms, ops):
-    return msgpack.packb((time_ms, ops), use_bin_type=True)
+def encode_record(time_ms, ops, names=None):
+    """A record (see the module docstring): its ops' databases may be
+    given as handles, ``names`` naming them (handle -> name).  A record
+    of COMPRESS_MIN to COMPRESS_MAX bytes has its ops compressed."""
+    rec = msgpack.packb((time_ms, ops), use_bin_type=True, default=names.__getitem__ if names else None)
+    if COMPRESS_MIN <= len(rec) <= COMPRESS_MAX:
+        import zlib
+        head = 1 + len(msgpack.packb(time_ms))       # the array's header and the time: the ops follow
+        return msgpack.packb((time_ms, CODEC_ZLIB, zlib.compress(rec[head:], 1)), use_bin_type=True)
+    return rec
 
 
 def decode_record(raw):
-    """(time_ms, ops) of a changelog record."""
-    t, ops = msgpack.unpackb(raw, raw=True, use_list=False)
-    return t, ops
+    """(time_ms, ops) of a changelog record, whatever its form."""
+    rec = msgpack.unpackb(raw, raw=True, use_list=False)
+    if len(rec) == 2:
+        return rec
+    t, codec, body = rec
+    if codec != CODEC_ZLIB:
+        raise ValueError("change-log record in an unknown form %r" % (codec,))
+    import zlib
+    return t, msgpack.unpackb(zlib.decompress(body), raw=True, use_list=False)
 
 
 def record_time(raw):

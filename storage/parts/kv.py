@@ -7,11 +7,15 @@ through py-lmdb directly, so the prefix and range walks are written once
 Keys and values are bytes produced by storage.codec.
 
 The change log (storage.changelog).  When the store logs its changes,
-the transaction is a ``storage.changelog.Logged`` whose ``ops`` list
-takes every write made here, as the ops of storage.codec.changes, and
-a ``KV`` over it appends them (``ops`` None otherwise: one test per
-write).  Nothing else in the engine writes to the store, so the log is
-complete by construction.
+the transaction (or savepoint) has a ``log`` (a ``storage.changelog.Logged``)
+whose ``ops`` list takes every write made here, as the ops of
+storage.codec.changes, and a ``KV`` over it appends them (``ops`` None
+otherwise: one test per write).  The database ``late_db`` (the node
+index, whose record of a stream's last node every XADD rewrites) is
+not logged write by write: the keys written are gathered in ``late``
+and their final values logged once, at commit; its range deletes are
+logged in place.  Nothing else in the engine writes to the
+store, so the log is complete by construction.
 """
 from functools import partial
 from itertools import islice
@@ -27,12 +31,19 @@ class KV:
     is written through another method (LMDB tracks the cursors of a
     write transaction)."""
 
-    __slots__ = ("lt", "dbs", "ops")
+    __slots__ = ("lt", "dbs", "ops", "late_db", "late")
 
     def __init__(self, lt, dbs):
-        self.lt = lt
         self.dbs = dbs
-        self.ops = getattr(lt, "ops", None)    # the change log's ops of this (nested) transaction, if logging
+        log = getattr(lt, "log", None)   # the change log of this transaction (storage.changelog), if logging
+        if log is None:
+            self.lt = lt
+            self.ops = None
+        else:
+            self.lt = lt.raw              # the py-lmdb transaction itself
+            self.ops = log.ops            # the record's ops so far
+            self.late_db = log.late_db    # the database logged at commit
+            self.late = log.late          # its keys written so far
 
     def db(self, name):
         return self.dbs[name]
@@ -56,10 +67,17 @@ class KV:
             return partial(self.delete, db)
         return partial(self.lt.delete, db=db)
 
+    # The ops name their database by its handle (storage.changelog names
+    # it when it encodes the record): no lookup per write.
+
     def put(self, db, key, value):
         self.lt.put(key, value, db=db)
-        if self.ops is not None:
-            self.ops.append((OP_PUT, db, key, value))
+        ops = self.ops
+        if ops is not None:
+            if db is not self.late_db:
+                ops.append((OP_PUT, db, key, value))
+            else:
+                self.late.add(key)
 
     def put_last(self, db, key, value):
         """``put`` of a key that may be above every key in ``db``: then
@@ -68,23 +86,30 @@ class KV:
         made last is usually the one written)."""
         c = self.cursor(db)
         c.put(key, value, append=not c.last() or c.key() < key)
-        if self.ops is not None:
-            self.ops.append((OP_PUT, db, key, value))
+        ops = self.ops
+        if ops is not None:               # as in put, inline: a call per write is 1% of a group commit
+            if db is not self.late_db:
+                ops.append((OP_PUT, db, key, value))
+            else:
+                self.late.add(key)
 
     def putmulti_last(self, db, items):
         """``putmulti`` of ascending pairs, in append mode when the first
         is above every key in ``db`` (see ``put_last``)."""
         c = self.cursor(db)
-        if self.ops is not None and items:
-            items = list(items)
-            self.ops.append((OP_MULTI, db, items))
+        if self.ops is not None:
+            items = self._log_multi(db, items)
         return c.putmulti(items, append=bool(items) and (not c.last() or c.key() < items[0][0]))[1]
 
     def delete(self, db, key):
         """True if ``key`` was there."""
         if self.lt.delete(key, db=db):
-            if self.ops is not None:
-                self.ops.append((OP_DEL, db, key))
+            ops = self.ops
+            if ops is not None:
+                if db is not self.late_db:
+                    ops.append((OP_DEL, db, key))
+                else:
+                    self.late.add(key)
             return True
         return False
 
@@ -93,10 +118,19 @@ class KV:
         with ``append``, keys must be above every key in ``db``.
         Returns how many were added."""
         if self.ops is not None:
-            items = list(items)
-            if items:
-                self.ops.append((OP_MULTI, db, items))
+            items = self._log_multi(db, items)
         return self.cursor(db).putmulti(items, append=append)[1]
+
+    def _log_multi(self, db, items):
+        """Log a bulk put of ``items``; returns them as a list."""
+        items = list(items)
+        ops = self.ops
+        if items and ops is not None:
+            if db is not self.late_db:
+                ops.append((OP_MULTI, db, items))
+            else:
+                self.late.update([k for k, _ in items])
+        return items
 
     # -------------------------------------------------------------- walks
 

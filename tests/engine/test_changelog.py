@@ -170,3 +170,76 @@ def test_a_process_that_opened_the_store_before_logging_began_logs_too(tmp_path)
     attempt(early, lambda tx: tx.add(b"s", [b"f", b"w"], AddOptions()))
     assert [r[0] for r in changelog.records(early, 0)[1]] == [1]
     early.close()
+
+
+def _ops(store, after=0):
+    return [changes.decode_record(r[2])[1] for r in changelog.records(store, after, 1 << 40)[1]]
+
+
+def test_a_record_names_each_database_and_logs_a_node_once_with_its_final_value(store):
+    changelog.enable(store, "r")
+    with store.write() as tx:            # a group commit: one savepoint per XADD
+        for i in range(30):
+            tx.add(b"s", [b"f", b"%d" % i], AddOptions())
+    (ops,) = _ops(store)
+    assert {op[1] for op in ops} <= set(codec.DATABASES)
+    assert [op[1] for op in ops].count(b"log") == 30 and [op[1] for op in ops].count(b"keys") == 30
+    nodes = [op for op in ops if op[1] == b"nodes"]
+    with store.env.begin() as t:
+        assert nodes == [(changes.OP_PUT, b"nodes", k, v) for k, v in t.cursor(db=store.dbs[b"nodes"])]
+    assert list(ops[-len(nodes):]) == nodes     # at the end of the record, after the commit's other ops
+
+
+def test_group_commits_are_compressed_and_bulk_ones_are_not(store):
+    changelog.enable(store, "r")
+    with store.write() as tx:
+        for i in range(30):
+            tx.add(b"s", [b"f", b"%d" % i], AddOptions())
+    store.run(lambda tx: tx.add_auto_many([(b"s", b"f\n%d" % i) for i in range(5000)]), write=True)
+    small, bulk = [r[2] for r in changelog.records(store, 0, 1 << 40)[1]]
+    import msgpack
+    assert msgpack.unpackb(small)[1] == changes.CODEC_ZLIB and len(msgpack.unpackb(bulk)) == 2
+    assert len(bulk) > changes.COMPRESS_MAX
+    assert changes.record_time(small) == changes.decode_record(small)[0]
+
+
+def test_records_in_the_older_form_still_decode_and_replay(store, tmp_path):
+    """Older versions wrote every record as msgpack [time, ops], node
+    puts in place: such records (in a store, or in a replica directory's
+    segments) still replay to the same bytes."""
+    import msgpack
+    changelog.enable(store, "r")
+    base = str(tmp_path / "base.mdb")
+    _base(store, base)
+    with store.write() as tx:
+        for i in range(30):
+            tx.add(b"s", [b"f", b"%d" % i], AddOptions())
+    (rec,) = [r[2] for r in changelog.records(store, 0)[1]]
+    t, ops = changes.decode_record(rec)
+    old = msgpack.packb((t, ops), use_bin_type=True)
+    assert changes.decode_record(old) == (t, ops) and changes.record_time(old) == t
+    d = tmp_path / "replayed"
+    d.mkdir()
+    os.replace(base, d / "data.mdb")
+    env = lmdb.open(str(d), max_dbs=20)
+    dbs = {n: env.open_db(n) for n in codec.DATABASES}
+    with env.begin(write=True) as t_:
+        changelog.apply(KV(t_, dbs), changes.decode_record(old)[1])
+    assert _all(env, dbs) == _all(store.env, store.dbs)
+    env.close()
+
+
+def test_an_aborted_savepoint_takes_its_node_and_entry_ops_out_but_the_record_stays_exact(store, tmp_path):
+    changelog.enable(store, "r")
+    base = str(tmp_path / "base.mdb")
+    _base(store, base)
+    with store.write() as tx:
+        tx.add(b"s", [b"a", b"1"], AddOptions(id=(5, 0)))
+        with pytest.raises(RedisError):
+            tx.add(b"s", [b"a", b"2"], AddOptions(id=(1, 0), trim=TrimOptions("maxlen", 0)))
+        tx.add(b"s", [b"a", b"3"], AddOptions(id=(6, 0)))
+    (ops,) = _ops(store)
+    assert [codec.id_from_entry_key(op[2]) for op in ops if op[1] == b"log"] == [(5, 0), (6, 0)]
+    env, dbs, _ = _replay(base, store, tmp_path)
+    assert _all(env, dbs) == _all(store.env, store.dbs)
+    env.close()

@@ -17,6 +17,13 @@ consumer, idle, pending.
 ``xs info``: the store's path, format version, data.mdb's size, number
 of streams and entries, LMDB's map size and reader slots (other live
 processes holding one, and those of them inside a read transaction).
+When the store logs its changes for a replica (xs replicate), also the
+change log (its last commit number, bytes kept) and, per registered
+replica, its lag in commits and seconds and when it last acknowledged:
+storage.ops.replicate.status's numbers, as xs replicate --status and
+xs metrics show them; in --json, ``replication``: {"seq", "log_bytes",
+"replicas": [{"id", "position", "acked_at", "lag_commits",
+"lag_seconds"}, ...]} (absent when the store logs nothing).
 
 Output: a rich table on a terminal, plain columns when piped (no
 colours, no escapes; names with spaces or odd bytes quoted as xs tail
@@ -247,14 +254,19 @@ _INFO_FIELDS = ("path", "format", "code_format", "streams", "entries", "file_siz
 
 def run_info(g, json_flag):
     from storage.ops.overview import store_overview
+    from storage.ops.replicate import status
     mode = output_mode(g, json_flag)
     store = open_existing(g)
     try:
         o = store_overview(store)
+        repl = status(store)          # the numbers of xs replicate --status and xs metrics
     finally:
         store.close()
     if mode == "json":
-        return emit_json({k: getattr(o, k) for k in _INFO_FIELDS})
+        doc = {k: getattr(o, k) for k in _INFO_FIELDS}
+        if repl["logging"]:
+            doc["replication"] = {k: repl[k] for k in ("seq", "log_bytes", "replicas")}
+        return emit_json(doc)
     fmt = "-" if o.format is None else str(o.format)
     if o.format is not None and o.format != o.code_format:
         fmt += " (this xs writes %d)" % o.code_format
@@ -268,7 +280,7 @@ def run_info(g, json_flag):
             ("map size", human_bytes(o.map_size)),
             ("readers", "%d other process%s (%d reading now), %d stale, %d slots"
              % (o.readers, "" if o.readers == 1 else "es", o.reading, o.stale_readers, o.max_readers)),
-            ("last txn", str(o.last_txn))]
+            ("last txn", str(o.last_txn))] + _replication_rows(repl)
     if mode == "pretty":
         from rich.console import Console
         from rich.table import Table
@@ -282,6 +294,27 @@ def run_info(g, json_flag):
         return
     w = max(len(k) for k, _ in rows)
     context.write_out("".join("%s  %s\n" % (k.ljust(w), v) for k, v in rows).encode("utf-8", "surrogateescape"))
+
+
+def _replication_rows(repl):
+    """xs info's lines about the change log and each registered replica
+    (none when the store logs nothing): ``repl`` is
+    storage.ops.replicate.status's document."""
+    if not repl["logging"]:
+        return []
+    rows = [("change log", "last commit %d, %s kept" % (repl["seq"], human_bytes(repl["log_bytes"])))]
+    for r in repl["replicas"]:
+        lag = "?" if r["lag_seconds"] is None else "%.3f s" % r["lag_seconds"]
+        rows.append(("replica %s" % r["id"], "at commit %d, lag %d commit%s, %s; last acknowledged %s"
+                     % (r["position"], r["lag_commits"], "" if r["lag_commits"] == 1 else "s", lag,
+                        _local_time(r["acked_at"]))))
+    return rows
+
+
+def _local_time(ms):
+    """An ISO 8601 local time, to the millisecond."""
+    import datetime
+    return datetime.datetime.fromtimestamp(ms / 1000.0).astimezone().isoformat(timespec="milliseconds")
 
 
 # ------------------------------------------------------------------ commands
