@@ -17,10 +17,9 @@ def _b(a):
     return str(a).encode()
 
 
-def cmd(store, *args):
+def run_reply(store, *args):
     """Run one command in its own transaction (as single-command mode
-    does: an error aborts it); reply in JSON shape, errors as
-    {"error": text}."""
+    does: an error aborts it): its reply value, or the RedisError."""
     argv = [_b(a) for a in args]
     try:
         c = lookup(argv)
@@ -29,10 +28,30 @@ def cmd(store, *args):
         def run(tx):
             a = c.prepare(tx, *parsed) if c.prepare is not None else parsed
             return c.run(tx, *a)
-        r = store.run(run, write=True)
+        return store.run(run, write=True)
     except RedisError as e:
-        r = e
-    return to_jsonable(r)
+        return e
+
+
+def cmd(store, *args):
+    """``run_reply`` in JSON shape, errors as {"error": text}."""
+    return to_jsonable(run_reply(store, *args))
+
+
+def xs_on_path(tmp_path, db):
+    """An environment where ``xs`` (this checkout's, as a script in
+    ``tmp_path/bin``) is on PATH and XS_DB is ``db``: documented command
+    lines run as written."""
+    import sys
+
+    from tests.conftest import ROOT
+    env = dict(os.environ, XS_DB=str(db), PYTHONPATH=ROOT)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "xs").write_text('#!/bin/sh\nexec "%s" -m xstream_cli "$@"\n' % sys.executable)
+    (bindir / "xs").chmod(0o755)
+    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    return env
 
 
 def xs(db, *args, env=None):

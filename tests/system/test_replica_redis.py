@@ -24,7 +24,8 @@ from storage.errors import RedisError  # noqa: E402
 from storage.store import Store  # noqa: E402
 from tests.conftest import XS  # noqa: E402
 from tests.fuzz_diff import Gen  # noqa: E402
-from xstream_cli.commands import lookup  # noqa: E402
+from tests.harness.commands import run_reply  # noqa: E402
+from tests.harness.served import free_port  # noqa: E402
 from xstream_cli.redis_replica import RedisReplica, ReplicaError  # noqa: E402
 from xstream_cli.server.resp import encode  # noqa: E402
 
@@ -39,14 +40,6 @@ POSITION = b"__xs_replica__"
 # (XIDMPRECORD records history without counting an XADD)
 UNSHARED = {b"seen-time", b"active-time", b"radix-tree-nodes", b"lag", b"iids-added", b"iids-duplicates"}
 POLICIES = (b"ACKED", b"KEEPREF", b"DELREF")
-
-
-def _port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def _wait_port(port):
@@ -64,7 +57,7 @@ def redis7(tmp_path_factory):
     binary = shutil.which("redis-server")
     if not binary:
         pytest.skip("redis-server is not installed")
-    port = _port()
+    port = free_port()
     d = tmp_path_factory.mktemp("redis")
     p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                           "--dir", str(d)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -76,7 +69,7 @@ def redis7(tmp_path_factory):
 
 @pytest.fixture
 def xs_serve(tmp_path):
-    port = _port()
+    port = free_port()
     p = subprocess.Popen(XS + ["--db", str(tmp_path / "replica-store"), "serve", "--bind", "127.0.0.1", "--port",
                                str(port), "--allow-no-password"], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -95,17 +88,9 @@ def client(port):
 def xs_call(store, *args):
     """A command run on ``store`` in this process, its reply as RESP2
     gives it to redis-py (an error: the exception)."""
-    argv = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    try:
-        c = lookup(argv)
-        parsed = c.parse(argv)
-
-        def run(tx):
-            a = c.prepare(tx, *parsed) if c.prepare is not None else parsed
-            return c.run(tx, *a)
-        reply = store.run(run, write=True)
-    except RedisError as e:
-        return e
+    reply = run_reply(store, *args)
+    if isinstance(reply, RedisError):
+        return reply
     rd = hiredis.Reader()
     rd.feed(encode(reply, 2))
     return rd.gets()
@@ -323,16 +308,24 @@ def test_a_full_sync_copies_groups_pel_and_ttl_and_a_restart_resumes(tmp_path, r
                                ["XAUTOCLAIM", "s0", "g", "c9", "0", "0-0", "COUNT", "2"], ["XACK", "s0", "g", "0-1"]])
             if _xs(db, *line, check=False).returncode == 0 and line[0] == "XADD":
                 acked.append(line[1])
+    def opened(log):
+        """Wait for the replicator's first line (its sync or resume)."""
+        deadline = time.time() + 60
+        while time.time() < deadline and b"\n" not in log.read_bytes():
+            time.sleep(0.02)
+        assert b"\n" in log.read_bytes(), "the replicator did not start"
     try:
+        opened(logs[-1])
         work = [threading.Thread(target=produce, args=(k,)) for k in range(2)]
         for w in work:
             w.start()
         rnd = random.Random(41)
         for k in range(3):
-            time.sleep(rnd.uniform(0.3, 1.5))
+            time.sleep(rnd.uniform(0.05, 0.8))      # killed mid-run: between rounds, or in one
             rep.send_signal(signal.SIGKILL)
             rep.wait()
             rep = start()
+            opened(logs[-1])
         for w in work:
             w.join(timeout=300)
         deadline = time.time() + 60
@@ -348,7 +341,8 @@ def test_a_full_sync_copies_groups_pel_and_ttl_and_a_restart_resumes(tmp_path, r
         rep.wait(timeout=30)
     text = b"".join(p.read_bytes() for p in logs)
     assert b"refused" not in text, text
-    assert b"full sync" in text and b"resumed at commit" in text, text
+    assert b"first sync" in logs[0].read_bytes(), text
+    assert all(b"resumed at commit" in p.read_bytes() for p in logs[1:]), text
     store = Store(str(db))
     try:
         def mine(*a):
@@ -364,19 +358,13 @@ def test_a_full_sync_copies_groups_pel_and_ttl_and_a_restart_resumes(tmp_path, r
 def test_the_documented_redis_replica_lines_run(tmp_path, redis7):
     """docs/replication.md's "A live Redis replica" example, with the
     test's redis-server port for 6380."""
-    import sys as _sys
-
     from tests.cli.test_readme_examples import marked_block
+    from tests.harness.commands import xs_on_path
     lines = [ln.replace("6380", str(redis7)) for ln in marked_block("docs/replication.md", "redis replica example")]
     assert lines[0].endswith(" &") and len(lines) == 3
     client(redis7).execute_command("FLUSHALL")
     db = tmp_path / "db"
-    env = dict(os.environ, XS_DB=str(db), PYTHONPATH=ROOT)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "xs").write_text('#!/bin/sh\nexec "%s" -m xstream_cli "$@"\n' % _sys.executable)
-    (bindir / "xs").chmod(0o755)
-    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    env = xs_on_path(tmp_path, db)
     _xs(db, "XADD", "events", "1-1", "user", "alice")
     _xs(db, "XGROUP", "CREATE", "events", "workers", "0")
     p = subprocess.Popen(["bash", "-c", "exec " + lines[0][:-2]], env=env, cwd=str(tmp_path),

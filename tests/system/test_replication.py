@@ -314,12 +314,8 @@ def test_the_documented_lines_run(tmp_path):
              marked_block("docs/replication.md", "replication example")]
     assert lines[0].endswith(" &") and len(lines) == 5
     db = tmp_path / "db"
-    env = dict(os.environ, XS_DB=str(db), PYTHONPATH=ROOT)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "xs").write_text('#!/bin/sh\nexec "%s" -m xstream_cli "$@"\n' % sys.executable)
-    (bindir / "xs").chmod(0o755)
-    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    from tests.harness.commands import xs_on_path
+    env = xs_on_path(tmp_path, db)
 
     def sh(line):
         return subprocess.run(["bash", "-c", line], env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
