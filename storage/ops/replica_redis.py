@@ -89,6 +89,7 @@ class Model:
         self.ckeys = {}       # consumers key -> cid
         self.cnames = {}      # (gid, cid) -> consumer name
         self.shapes = {}      # sid -> {tag: Shape}
+        self.maxdel = {}      # sid -> the replica's max-deleted-entry-id (XDEL counts what the store may not)
 
     @classmethod
     def load(cls, t, dbs):
@@ -98,6 +99,7 @@ class Model:
             meta = codec.StreamMeta.decode(v)
             name = _name(k, meta)
             m.names[meta.sid], m.sids[name], m.metas[meta.sid] = name, meta.sid, meta
+            m.maxdel[meta.sid] = meta.max_deleted
         for k, v in t.cursor(db=dbs[b"groups"]):
             sid = codec.number_of(k)
             g = codec.GroupMeta.decode(v, sid)
@@ -306,6 +308,7 @@ class Translator:
         if name is not None and m.sids.get(name) == sid:
             del m.sids[name]
         m.metas.pop(sid, None)
+        m.maxdel.pop(sid, None)
         m.shapes.pop(sid, None)
         for gid in [g for g, (s, _) in m.groups.items() if s == sid]:
             self._forget_group(gid)
@@ -343,7 +346,7 @@ class Translator:
             self._pel(name, s, lambda i: i not in new_ids, out)
             self._idmp(name, s, lambda i: i not in new_ids, out)
             # entries deleted (XDEL sets max-deleted-entry-id, as the store's did)
-            self._xdel(name, s.deleted, out)
+            self._xdel(name, sid, s.deleted, out)
             # trims: after the entries added, which they may remove too (no
             # max-deleted-entry-id), unless an entry added after a trim is
             # below its bound (XSETID lowered the last ID in between)
@@ -355,14 +358,24 @@ class Translator:
         if late:
             self._trims(name, s, out)
         else:
-            self._xdel(name, sorted(s.trimmed), out)
-        self._xdel(name, sorted(s.gone_added), out)
+            self._xdel(name, sid, sorted(s.trimmed), out)
+        self._xdel(name, sid, sorted(s.gone_added), out)
         # a group's entries-read is kept within the stream's entries-added
         # when set, and not lowered with it: the groups are set while
         # entries-added is at least theirs, then the stream's exact
         # metadata (an entries-added past LLONG_MAX, which XSETID cannot
         # take, is left to the replica's count)
         if new is not None and (s.meta_put or setids):
+            if new.max_deleted == (0, 0) and m.maxdel.get(sid, (0, 0)) > (0, 1):
+                # the store deleted entries without counting them (a trim
+                # with a reference policy) and the replica counted its
+                # XDELs: XSETID cannot go back to 0-0 (and a later XSETID may
+                # not go below the count), so the count is brought to 0-1
+                top = max(new_ids) if new_ids else (old.last_id if old is not None else (0, 1))
+                out.append(("XSETID", name, fmt(max(top, (0, 1))), "MAXDELETEDID", "0-1"))
+                m.maxdel[sid] = (0, 1)
+            if new.max_deleted != (0, 0):
+                m.maxdel[sid] = new.max_deleted
             ea, tail = new.entries_added, ("MAXDELETEDID", fmt(new.max_deleted))
             high = max([ea] + [g.entries_read for g in setids])
             exact = ea < 1 << 63
@@ -454,10 +467,12 @@ class Translator:
             self._need("XIDMPRECORD", "stream %r has idempotent-producer history" % (name,))
             out.append(("XIDMPRECORD", name, pid, iid, fmt(i)))
 
-    @staticmethod
-    def _xdel(name, ids, out):
+    def _xdel(self, name, sid, ids, out):
         for j in range(0, len(ids), 1000):
             out.append(("XDEL", name) + tuple(fmt(i) for i in ids[j:j + 1000]))
+        if ids:
+            m = self.model
+            m.maxdel[sid] = max(m.maxdel.get(sid, (0, 0)), max(ids))
 
     @staticmethod
     def _trims(name, s, out):
