@@ -468,8 +468,7 @@ def _creation_ops(lt, dbs, sid, meta, name):
                     return
                 yield bytes(k), bytes(v)
     ops += [(changes.OP_PUT, b"shapes", k, v) for k, v in prefixed(b"shapes", p)]
-    live = list(prefixed(b"log", p))
-    ops.append((changes.OP_MULTI, b"log", live))
+    ops.append((changes.OP_MULTI, b"log", list(prefixed(b"log", p))))
     gids = []
     for k, v in prefixed(b"groups", p):
         ops.append((changes.OP_PUT, b"groups", k, v))
@@ -480,25 +479,6 @@ def _creation_ops(lt, dbs, sid, meta, name):
         ops += [(changes.OP_PUT, b"cnames", k, v) for k, v in prefixed(b"cnames", gp)]
         ops += [(changes.OP_PUT, b"pel", k, v) for k, v in prefixed(b"pel", gp)]
     ops += [(changes.OP_PUT, b"idmp", k, v) for k, v in prefixed(b"idmp", p)]
-    # entries the PEL or the IDMP history still name but the stream no
-    # longer has: made, then removed again (by a trim when they are all
-    # below the first entry, which leaves max-deleted-entry-id alone), so
-    # XCLAIM ... FORCE and XIDMPRECORD find them as the store's verbs did
-    live = [k for k, _ in live]
-    have = set(live)
-    named = set()
-    for op in ops:
-        if op[1] == b"pel":
-            named.add(codec.entry_key(sid, codec.id_from_pel_key(op[2])))
-        elif op[1] == b"idmp" and codec.idmp_split_key(op[2])[1] == b"i":
-            named.add(codec.entry_key(sid, codec.decode_id(op[3])))
-    gone = sorted(named - have)
-    if gone:
-        ops += [(changes.OP_PUT, b"log", k, codec.encode_entry(b"0-0", [b"x", b"x"])) for k in gone]
-        if not live or gone[-1] < live[0]:
-            ops.append((changes.OP_BELOW, b"log", p, live[0] if live else None))
-        else:
-            ops += [(changes.OP_DEL, b"log", k) for k in gone]
     return ops
 
 

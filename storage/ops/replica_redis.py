@@ -332,6 +332,8 @@ class Translator:
         old = m.metas.get(sid)
         new = self._after[sid][1] if sid in self._after else old
         created = old is None
+        if created:
+            self._named_gone(s)
         new_ids = set(s.added) | s.gone_added | s.trimmed
         if created:         # the key first: groups need it
             if new_ids:
@@ -391,6 +393,24 @@ class Translator:
             elif old is not None:
                 out.append(("PERSIST", name))
         m.metas[sid] = new
+
+    @staticmethod
+    def _named_gone(s):
+        """A stream made whole in one commit (a copy, a RESTORE, a sync
+        by commands) may have pending entries and IDMP history of
+        entries it no longer has: they are made too, then removed again
+        (by a trim when they are all below its first entry, which leaves
+        max-deleted-entry-id alone), so XCLAIM ... FORCE, XNACK ... FORCE
+        and XIDMPRECORD find them as the store's verbs did."""
+        named = {i for (_, i), v in s.pel.items() if v is not None} | {i for _, _, i in s.idmp}
+        gone = named - set(s.added) - s.gone_added - s.trimmed
+        if not gone:
+            return
+        if not s.added or max(gone) < min(s.added):
+            s.trimmed |= gone
+            s.trims.append([min(s.added) if s.added else None, None])
+        else:
+            s.gone_added |= gone
 
     def _groups(self, sid, name, groups, consumers, out):
         """Groups and consumers made, replaced or removed; returns the

@@ -133,9 +133,10 @@ def differences(call_a, call_b, policy_trims=False, relaid=()):
     which delete entries inside a stream without counting them for
     max-deleted-entry-id; the replica gets XDEL, which counts, and
     XSETID cannot set it back to 0-0: that one difference is allowed.
-    ``relaid``: streams a full sync built from commands (DUMP cannot
-    carry NACKed entries or IDMP state): their listpack nodes are laid
-    out anew, so radix-tree-keys is not compared."""
+    ``relaid``: streams built from commands on the replica (a full sync
+    of what DUMP cannot carry, NACKed entries or IDMP state; a COPY's
+    destination): their listpack nodes are laid out anew, so
+    radix-tree-keys is not compared."""
     ka = sorted(call_a("KEYS", "*"))
     kb = sorted(k for k in call_b("KEYS", "*") if k != POSITION)
     if ka != kb:
@@ -179,14 +180,18 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
             rep.open()
             rnd = random.Random("%s:%d" % (seed, idx))
             policy_trims = False
+            copies = set()      # made by COPY (or copied again by a restart, with commands): nodes cut anew
             for argv in Gen("%s:%d" % (seed, idx), redis8).sequence(None):
                 xs_call(store, *argv)
                 policy_trims |= argv[0].upper() in (b"XADD", b"XTRIM") and any(
                     a.upper() in POLICIES for a in argv)
+                if argv[0].upper() == b"COPY" and len(argv) > 2:
+                    copies.add(argv[2])
                 if rnd.random() < 0.05:
                     rep.close()
                     rep = RedisReplica(store, url)
                     rep.open()
+                    copies |= rep.by_commands       # copied again by commands, nodes cut anew
                 elif rnd.random() < 0.3:
                     while rep.round():
                         pass
@@ -197,7 +202,7 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
                 got = xs_call(store, *a)
                 assert not isinstance(got, Exception), (a, got)
                 return got
-            diff = differences(mine, r.execute_command, policy_trims)
+            diff = differences(mine, r.execute_command, policy_trims, copies)
             if not diff:
                 rep.close()
                 r.execute_command("FLUSHALL")
