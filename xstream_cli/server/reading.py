@@ -9,7 +9,9 @@ is small; one whose query buffer passes the limit is closed, as one
 whose unsent replies pass the output limit (``_send``).  The common
 case -- commands of the table, authenticated, no MULTI -- goes to the
 engine straight from ``_pump`` and is answered from a callback, a lone
-read run at once in the loop's thread (``_read_now``); anything else
+read run at once in the loop's thread (``_read_now``), PING and ECHO
+answered right there (no Item, no job; counted by ``Stats.instant``);
+anything else
 runs in a task of the client's own (``_process``, routing.py's
 ``_dispatch``).
 
@@ -18,9 +20,11 @@ Who imports it: xstream_cli.server.connection.
 import asyncio
 import logging
 import time
+from operator import itemgetter
 
+from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK
-from xstream_cli.server.jobs import Job, item_for
+from xstream_cli.server.jobs import Item, Job, item_for
 from xstream_cli.server.resp import encode, encode_replies
 
 log = logging.getLogger("xs.serve")
@@ -30,6 +34,10 @@ PAUSE_BYTES = 4 << 20          # unparsed requests of a busy client beyond which
 QUERY_LIMIT = 1 << 30          # client-query-buffer-limit: one request may not need more
 UNAUTHED_QUERY_LIMIT = 1 << 20  # before AUTH, as redis-server: a query buffer over 1 MB closes the connection
 UNAUTHED_STEP = 64             # before AUTH: refused commands answered together (one write)
+_INSTANT = {b"PING": 1, b"ECHO": 2}    # server commands answered where they are read, with their arity (PING: 1 or 2)
+_PING = {b"PING"}
+_PONG = b"+PONG\r\n"               # the same in RESP2 and RESP3
+_first = itemgetter(0)
 
 
 class Reading:
@@ -96,19 +104,35 @@ class Reading:
         if not c.writable.is_set():
             c.task = self.loop.create_task(self._process(c))
             return
-        cmds = self._step(c)
+        cmds = c.parser.commands(STEP_COMMANDS) if c._authed else self._step(c)
         if not cmds:
             self._resume(c)
             return
-        if c.authed and c.multi is None:
-            local = LOCAL
-            for a in cmds:
-                if type(a) is not list or a[0].upper() in local:
-                    break
+        if c._authed and c.multi is None and type(cmds[-1]) is list:   # (a ProtocolError is last)
+            names = set(map(bytes.upper, map(_first, cmds)))
+            if names.isdisjoint(LOCAL):
+                instant = 0
+            elif names == _PING and max(map(len, cmds)) == 1:
+                c.last = time.monotonic()    # PING alone, the health check: answered here, at once
+                c.last_cmd = cmds[-1][0]
+                n = len(cmds)
+                self._send(c, _PONG * n)
+                self.stats.quick["ping"] += n     # Stats.instant, inline
+                if c.paused:
+                    self._resume(c)
+                if n >= STEP_COMMANDS:
+                    self.loop.call_soon(self._pump_more, c)
+                return
             else:
-                items = [item_for(a) for a in cmds]
+                instant = _instants(names, cmds)
+            if instant >= 0:
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0]
+                if instant == len(cmds):
+                    self._instant(c, cmds)
+                    return
+                items = [item_for(a) if a[0].upper() not in LOCAL else _instant_item(a) for a in cmds] \
+                    if instant else [item_for(a) for a in cmds]
                 job = Job(items, lambda res: self._answered(c, items, res), owner=c.id, proto=c.proto)
                 if not job.write and not any(it.array_null or it.heavy for it in items) \
                         and self._read_now(c, items, job):
@@ -118,6 +142,28 @@ class Reading:
                 self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
+
+    def _instant(self, c, cmds):
+        """Answer a step of PINGs and ECHOs at once: no Item, no job, one
+        write, the calls counted in bulk; then the client's next step, if
+        the step was a full one."""
+        n = len(cmds)
+        self._send(c, b"".join([_PONG if len(a) == 1 else encode(a[1]) for a in cmds]))
+        pings = sum(1 for a in cmds if a[0].upper() == b"PING")
+        if pings:
+            self.stats.instant("ping", pings)
+        if n - pings:
+            self.stats.instant("echo", n - pings)
+        if c.paused:
+            self._resume(c)
+        if n >= STEP_COMMANDS:
+            self.loop.call_soon(self._pump_more, c)
+
+    def _pump_more(self, c):
+        """The next step of a client with more buffered, unless its
+        commands are already under way (a job, a task)."""
+        if c.task is None and not c.inflight:
+            self._pump(c)
 
     def _read_now(self, c, items, job):
         """Reads only (XRANGE, XLEN, XINFO ... : no write, no wait), with no
@@ -146,18 +192,9 @@ class Reading:
         self._send(c, encode_replies(items, replies, c.proto))
         self.stats.replies(items, replies)
         if blocked is not None:
-            c.task = self.loop.create_task(self._process(c, None, self._after_block(c, items, blocked)))
+            c.task = self.loop.create_task(self._process(c, None, self._flush(c, items, blocked)))
         elif c.parser.pending():
             self._pump(c)
-
-    async def _after_block(self, c, items, blocked):
-        i, cmd, args, w = blocked
-        r = await self._block(c, cmd, args, w)
-        if c.closing:
-            return
-        self._send(c, encode(r, c.proto, True))
-        self.stats.reply(items[i], r)
-        await self._flush(c, items[i + 1:])
 
     async def _process(self, c, cmds=None, first=None):
         """Run the client's commands buffered so far (and those that
@@ -193,10 +230,38 @@ class Reading:
         """Queue replies for ``c``; a client whose unsent replies pass the
         output limit is disconnected at once (its replies dropped), as
         Redis does with client-output-buffer-limit."""
-        if c.writer.is_closing():
+        w = c.writer
+        if w.is_closing():
             return
-        c.writer.write(data)
-        if c._out_size() > self.config.output_limit:
+        w.write(data)
+        try:
+            size = w.get_write_buffer_size()
+        except Exception:
+            size = 0
+        if size > self.config.output_limit:
             log.warning("client %d (%s) closed: output buffer over %d bytes", c.id, c.addr, self.config.output_limit)
             c.closing = True
-            c.writer.abort()
+            w.abort()
+
+def _instants(names, cmds):
+    """How many of ``cmds`` (``names``: their names, upper case) are
+    PINGs and ECHOs with their arities, answered where they are read; -1
+    when another server command is among them (the step runs in a task)."""
+    if not names <= _INSTANT.keys():
+        return -1
+    n = 0
+    for a in cmds:
+        name = a[0].upper()
+        if name in _INSTANT:
+            if _INSTANT[name] != len(a) and (name != b"PING" or len(a) != 2):
+                return -1
+            n += 1
+    return n
+
+
+def _instant_item(a):
+    """A PING or ECHO in a step with engine commands: its reply, in the
+    job's order."""
+    if len(a) == 1:
+        return Item(reply=Status("PONG"), name="ping")
+    return Item(reply=a[1], name="ping" if a[0].upper() == b"PING" else "echo")

@@ -17,13 +17,11 @@ the flat array or the array of pairs the map says (``Map.flat``), and a
 null as a null bulk string, except in XREAD / XREADGROUP replies where
 Redis sends null arrays (``array_null``).
 """
-import re
-from itertools import chain
-
 from storage.codec import Entries
 from storage.errors import RedisError
 from xstream_cli.commands.parsing import string2ll
 from xstream_cli.output.reply import Map, Status
+from xstream_cli.server.frames import FAST_WINDOW, HIREDIS, native_frames, native_whole
 from xstream_cli.splitargs import SplitError, split_line
 
 MAX_BULK = 512 << 20            # proto-max-bulk-len
@@ -31,13 +29,6 @@ MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
 MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
 UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
 UNAUTHED_BULK = 16384           # ... of 16 KB each
-FAST_WINDOW = 64 << 10          # bytes the fast path of one step looks at
-
-
-try:
-    import hiredis as HIREDIS  # the serve extra
-except ImportError:
-    HIREDIS = None
 
 
 class ProtocolError(Exception):
@@ -116,6 +107,11 @@ class RequestParser:
         self.need = 0
         if limit is None:
             limit = 1 << 62
+        if self.native and not self.pos and 0 < len(buf) <= FAST_WINDOW and self._argv is None and buf[0] == 42 \
+                and not self.unauthed:
+            got = self._native_whole(limit)
+            if got is not None:
+                return got
         fast = self._native_frames if self.native else self._python_frames
         end = len(buf)
         retry = True             # try the fast path (again)
@@ -177,78 +173,11 @@ class RequestParser:
         self.pos = base + pos
         return pos - start
 
-    def _native_frames(self, out, limit):
-        """The fast path with hiredis: the complete requests of a window,
-        taken only when each is a non-empty array of bulk strings within
-        the limits (then its wire length is known from its arguments);
-        else nothing is taken and the general loop reads from here.
-        Returns the bytes it took."""
-        buf = self.buf
-        pos = self.pos
-        size = min(len(buf) - pos, FAST_WINDOW)
-        # hiredis makes the list of an array header as soon as it reads it,
-        # and dropping a list of 2**31 slots stalls the loop for seconds:
-        # a window where an aggregate header of 10,000 or more may be (5
-        # digits: such a request hardly fits in a window anyway) never
-        # reaches it -- the general loop reads it, and refuses a count
-        # over MAX_MULTIBULK before making anything.  Each byte is looked
-        # at once (``_clean``: the bytes before it have no such header).
-        stop = pos + size
-        if len(buf) >= pos + 6 and buf[pos + 1:pos + 6].isdigit():
-            return self._refuse(())
-        start = max(pos, self._clean - 6)
-        if start < stop:
-            if buf[start:stop].translate(_HEADER_CHARS).find(b"\n*00000") >= 0:
-                return self._refuse(())
-            self._clean = stop
-        r = self._reader
-        if r is None:
-            r = HIREDIS.Reader()
-        r.feed(buf, pos, size)
-        got = []
-        app = got.append
-        gets = r.gets
-        room = limit - len(out)
-        x = None
-        try:
-            while room:
-                x = gets()
-                if x is False:
-                    break
-                app(x)
-                room -= 1
-        except Exception:        # hiredis.ProtocolError: the general loop says which
-            x = None
-        self._reader = r if x is False and not r.has_data() else None
-        if not got or set(map(type, got)) != _LIST:
-            return self._refuse(got)         # *-1, a simple string ...: the general loop reads it
-        argcs = list(map(len, got))
-        if 0 in argcs:
-            return self._refuse(got)         # *0: the general loop skips it
-        args = list(chain.from_iterable(got))
-        try:
-            used = len(b"".join(args))       # TypeError: a null, an integer, an array ... element
-            lens = list(map(len, args))
-            used += sum(map(_HLEN.__getitem__, lens)) + sum(map(_ALEN.__getitem__, argcs))
-        except TypeError:
-            return self._refuse(got)
-        except IndexError:                   # an argument of 4 KB or more
-            used = sum(lens) + sum(len(b"$%d\r\n" % n) for n in lens) + sum(len(b"*%d\r\n" % n) for n in argcs)
-        if self.max_bulk < FAST_WINDOW and max(lens) > self.max_bulk:
-            return self._refuse(got)
-        used += 2 * len(lens)
-        stop = pos + used
-        # simple strings, big numbers and verbatim strings come back as
-        # bytes, and attributes are dropped: refused where one may be
-        if _NOT_BULK(buf, pos, stop) is not None:
-            return self._refuse(got)
-        out += got
-        self.pos = stop
-        return used
+    def _native_whole(self, limit):
+        return native_whole(self, limit)
 
-    def _refuse(self, got):
-        self._reader = None
-        return 0
+    def _native_frames(self, out, limit):
+        return native_frames(self, out, limit)
 
     def _one(self, out):
         """The general loop: one request (or the rest of one cut by a
@@ -327,13 +256,6 @@ class RequestParser:
         return True
 
 
-_LIST = {list}
-_NOT_BULK = re.compile(rb"\r\n[+(=|]").search
-# aggregate types (array, map, set, push, attribute) -> "*", digits -> "0":
-# an aggregate header of 10,000 or more is then "\n*00000"
-_HEADER_CHARS = bytes.maketrans(b"%~>|123456789", b"****000000000")
-_HLEN = [len(b"$%d\r\n" % k) for k in range(4096)]     # length -> len("$length\r\n")
-_ALEN = [len(b"*%d\r\n" % k) for k in range(4096)]     # count -> len("*count\r\n")
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
 _HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
 

@@ -106,10 +106,23 @@ class Routing:
         delay, c.auth_delay = c.auth_delay, 0.0
         await asyncio.sleep(delay)
 
-    async def _flush(self, c, items):
+    async def _flush(self, c, items, blocked=None):
         """Run ``items`` in order and send their replies; a blocked read
-        waits here (other clients go on)."""
-        while items:
+        waits here (other clients go on).  ``blocked``: the items ran
+        already (``Server._pump``: their replies are sent) up to this
+        blocked read; go on from it.  The one continuation after a
+        blocked read of the server's connections."""
+        while True:
+            if blocked is not None:
+                i, cmd, args, w = blocked
+                r = await self._block(c, cmd, args, w)
+                if c.closing:
+                    return
+                self._send(c, encode(r, c.proto, True))
+                self.stats.reply(items[i], r)
+                items = items[i + 1:]
+            if not items:
+                return
             if all(it.cmd is None and it.fn is None for it in items):
                 replies = [it.reply for it in items]
                 self._send(c, encode_replies(items, replies, c.proto))
@@ -120,13 +133,6 @@ class Routing:
             self.stats.replies(items, replies)
             if blocked is None:
                 return
-            i, cmd, args, w = blocked
-            r = await self._block(c, cmd, args, w)
-            if c.closing:
-                return
-            self._send(c, encode(r, c.proto, True))
-            self.stats.reply(items[i], r)
-            items = items[i + 1:]
 
     def _run(self, items, exec_=False, watched=None, owner=None, proto=2):
         """Hand ``items`` to the engine; a future of (replies, blocked)."""

@@ -66,6 +66,9 @@ def hist_percentile(counts, p):
     return low if p == 0.0 else low + size - 1
 
 
+_NO_TIME = hist_index(0)       # the bucket of a call that took no engine time
+
+
 # ================================================================ Stats
 
 class Stats:
@@ -73,14 +76,41 @@ class Stats:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.tracking = True          # CONFIG latency-tracking
+        # calls answered where they were read (``instant``), counted by the
+        # event loop's thread alone, without the lock, since the start;
+        # the others see them through ``_quick``: less what RESETSTAT saw,
+        # and for the histograms, those made while latency tracking was on
+        # (``quick_hist``: of the periods it was on before this one, which
+        # began at ``quick_hist_base``)
+        self.quick = {"ping": 0, "echo": 0}
+        self.quick_base = self.quick_hist_base = dict(self.quick)
+        self.quick_hist = dict.fromkeys(self.quick, 0)
+        self._tracking = True
         self.reset()
+
+    @property
+    def tracking(self):
+        """CONFIG latency-tracking (set by the event loop's thread, as
+        the instant calls are counted)."""
+        return self._tracking
+
+    @tracking.setter
+    def tracking(self, on):
+        with self.lock:
+            if on and not self._tracking:
+                self.quick_hist_base = dict(self.quick)
+            elif self._tracking and not on:
+                for name, n in self._quick(self.quick_hist_base):
+                    self.quick_hist[name] += n
+            self._tracking = on
 
     def reset(self):
         with self.lock:
             self._reset()
 
     def _reset(self):
+        self.quick_base = self.quick_hist_base = dict(self.quick)
+        self.quick_hist = dict.fromkeys(self.quick, 0)
         self.commands = {}            # name -> [calls, usec, rejected, failed]
         self.latency = {}             # name -> {histogram bucket: calls}
         self.errors = {}              # error code -> replies
@@ -133,20 +163,59 @@ class Stats:
             st[3] += 1
 
     def _replies(self, items, replies):
+        """The common case of reply() in bulk: the calls of a job that
+        succeeded, counted a run of one command at a time (a job's items
+        share its time: one histogram step per run, not per call)."""
         commands = self.commands
+        name = st = None
+        run = usec = 0
         for it, r in zip(items, replies):
-            st = commands.get(it.name)
-            if st is None or it.rejected or isinstance(r, RedisError):
+            if run and (it.name is not name or it.usec != usec):
+                self._calls(name, st, run, usec)
+                run = 0
+            if it.rejected or isinstance(r, RedisError):
+                if run:
+                    self._calls(name, st, run, usec)
+                    run = 0
                 self._reply(it, r)
                 continue
-            st[0] += 1                # the common case of reply(): a call that succeeded
-            st[1] += it.usec
-            if self.tracking:
-                self._latency(it.name, it.usec)
+            if not run:
+                name, usec = it.name, it.usec
+                st = commands.get(name)
+                if st is None:
+                    self._reply(it, r)       # its first call: made there
+                    continue
+            run += 1
+        if run:
+            self._calls(name, st, run, usec)
+
+    def _calls(self, name, st, n, usec):
+        st[0] += n
+        st[1] += n * usec
+        if self.tracking:
+            h = self.latency.get(name)
+            if h is None:
+                h = self.latency[name] = {}
+            i = hist_index(usec * 1000)
+            h[i] = h.get(i, 0) + n
+
+    def instant(self, name, n):
+        """``n`` calls of the command ``name`` (PING or ECHO) answered
+        where they were read (no engine time), that succeeded: one
+        addition, by the event loop's thread (the only one that calls
+        this)."""
+        self.quick[name] += n
+
+    def _quick(self, base):
+        """(under the lock) The instant calls since ``base`` was taken, by name."""
+        return [(name, n - base[name]) for name, n in list(self.quick.items()) if n != base[name]]
 
     def commandstats(self):
         with self.lock:
-            rows = sorted((name, list(st)) for name, st in self.commands.items())
+            cmds = {name: list(st) for name, st in self.commands.items()}
+            for name, n in self._quick(self.quick_base):
+                cmds.setdefault(name, [0, 0, 0, 0])[0] += n
+        rows = sorted(cmds.items())
         out = []
         for name, (calls, usec, rejected, failed) in rows:
             out.append(("cmdstat_" + name, "calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d"
@@ -165,9 +234,16 @@ class Stats:
         if not self.tracking:
             return []
         with self.lock:
-            hists = sorted((name, dict(h)) for name, h in self.latency.items())
+            hists = {name: dict(h) for name, h in self.latency.items()}
+            made = dict(self.quick_hist)
+            for name, n in self._quick(self.quick_hist_base):
+                made[name] += n
+            for name, n in made.items():
+                if n:
+                    h = hists.setdefault(name, {})
+                    h[_NO_TIME] = h.get(_NO_TIME, 0) + n
         out = []
-        for name, h in hists:
+        for name, h in sorted(hists.items()):
             out.append(("latency_percentiles_usec_" + name,
                         ",".join("p%s=%.3f" % (percentile_text(p), hist_percentile(h, p) / 1000.0)
                                  for p in percentiles)))

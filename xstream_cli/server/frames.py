@@ -1,0 +1,184 @@
+"""The request reader's fast paths with hiredis's C parser (the
+``serve`` extra): functions of a ``resp.RequestParser``, which calls
+them as its methods ``_native_whole`` and ``_native_frames``.  Either
+takes only well-formed multibulk requests, and leaves anything else to
+the parser's general loop, so that the commands and the protocol errors
+are the same with and without hiredis.
+
+Who imports it: xstream_cli.server.resp.
+"""
+import re
+from itertools import chain
+
+try:
+    import hiredis as HIREDIS  # the serve extra
+except ImportError:
+    HIREDIS = None
+
+FAST_WINDOW = 64 << 10          # bytes the fast path of one step looks at
+
+
+def native_whole(parser, limit):
+    """The usual step, shortest: a buffer that is nothing but whole,
+    well-formed requests (no byte that ``_native_frames`` would look
+    at twice), read by hiredis in one go and taken whole.  None when
+    it is not so (nothing taken: the usual paths read it)."""
+    buf = parser.buf
+    marks = buf.translate(_MARKS)
+    if marks.find(b"\n!") >= 0 or marks.find(b"\n*00000") >= 0 or buf[1:6].isdigit():
+        return None
+    r = parser._reader
+    if r is None:
+        r = HIREDIS.Reader()
+    r.feed(buf)
+    got = []
+    app = got.append
+    gets = r.gets
+    x = None
+    try:
+        while limit:
+            x = gets()
+            if x is False:
+                break
+            app(x)
+            limit -= 1
+    except Exception:        # hiredis.ProtocolError
+        x = None
+    if x is not False or not got or not _whole(r) or not all(got):
+        parser._reader = None
+        return None
+    parser._reader = r
+    try:
+        # non-empty arrays of bulk strings: anything else in ``got`` (a
+        # null, a number, an array in an array, a bulk string alone) is
+        # not bytes in bytes' place; the markers refused above are
+        # those that come back as bytes, lists or dicts
+        size = len(b"".join(chain.from_iterable(got)))
+    except TypeError:
+        parser._reader = None
+        return None
+    if parser.max_bulk < size and max(map(len, chain.from_iterable(got))) > parser.max_bulk:
+        parser._reader = None
+        return None
+    buf.clear()
+    parser._copy = None
+    parser._clean = 0
+    return got
+
+def native_frames(parser, out, limit):
+    """The fast path with hiredis: the complete requests of a window,
+    taken only when each is a non-empty array of bulk strings within
+    the limits (then its wire length is known from its arguments);
+    else nothing is taken and the general loop reads from here.
+    Returns the bytes it took.
+
+    The usual window (a client's requests, all complete) is taken
+    whole: hiredis read every byte of it and is back between two
+    requests (``_whole``), so no length needs adding up."""
+    buf = parser.buf
+    pos = parser.pos
+    stop = min(len(buf), pos + FAST_WINDOW)
+    # hiredis makes the list of an array header as soon as it reads it,
+    # and dropping a list of 2**31 slots stalls the loop for seconds:
+    # a window where an aggregate header of 10,000 or more may be (5
+    # digits: such a request hardly fits in a window anyway) never
+    # reaches it -- the general loop reads it, and refuses a count
+    # over MAX_MULTIBULK before making anything.  Each byte is looked
+    # at once (``_clean``: the bytes before it have no such header).
+    if buf[pos + 1:pos + 6].isdigit():
+        return _refuse(parser, ())
+    start = parser._clean - 6
+    if start < pos:
+        start = pos
+    if start < stop:
+        if _BIG_HEADER(buf, start, stop) is not None:
+            return _refuse(parser, ())
+        parser._clean = stop
+    r = parser._reader
+    if r is None:
+        r = HIREDIS.Reader()
+    r.feed(buf, pos, stop - pos)
+    got = []
+    app = got.append
+    gets = r.gets
+    room = limit - len(out)
+    x = None
+    try:
+        while room:
+            x = gets()
+            if x is False:
+                break
+            app(x)
+            room -= 1
+    except Exception:        # hiredis.ProtocolError: the general loop says which
+        x = None
+    whole = x is False and _whole(r)
+    parser._reader = r if whole else None
+    if not got:
+        return _refuse(parser, got)
+    if len(got) == 1:
+        args = got[0]
+        if type(args) is not list or not args:
+            return _refuse(parser, got)     # *-1, *0, a simple string ...: the general loop reads it
+    elif set(map(type, got)) != _LIST or not all(got):
+        return _refuse(parser, got)
+    else:
+        args = list(chain.from_iterable(got))
+    if set(map(type, args)) != _BYTES:
+        return _refuse(parser, got)         # a null, an integer, an array ... element
+    if whole:
+        used = stop - pos
+    else:
+        lens = list(map(len, args))
+        argcs = list(map(len, got))
+        try:
+            used = sum(lens) + sum(map(_HLEN.__getitem__, lens)) + sum(map(_ALEN.__getitem__, argcs))
+        except IndexError:                   # an argument of 4 KB or more
+            used = sum(lens) + sum(len(b"$%d\r\n" % n) for n in lens) + sum(len(b"*%d\r\n" % n) for n in argcs)
+        used += 2 * len(lens)
+    if parser.max_bulk < FAST_WINDOW and max(map(len, args)) > parser.max_bulk:
+        return _refuse(parser, got)
+    stop = pos + used
+    # simple strings, big numbers, verbatim strings and sets come back
+    # as bytes or lists, and attributes are dropped: refused where one
+    # may be
+    if _NOT_BULK(buf, pos, stop) is not None:
+        return _refuse(parser, got)
+    out += got
+    parser.pos = stop
+    return used
+
+
+def _refuse(parser, got):
+    parser._reader = None
+    return 0
+
+
+_LIST = {list}
+_BYTES = {bytes}
+_NOT_BULK = re.compile(rb"\r\n[+(=|~>]").search
+# an aggregate (array, map, set, push, attribute) header of 10,000 or more
+_BIG_HEADER = re.compile(rb"\n[*%~>|][0-9]{5}").search
+_PROBE = b"*0\r\n"
+# _native_whole's look at a buffer, one translation: a type that is not an
+# array or a bulk string but may come back as bytes, a list or a dict (a
+# simple string, a big number, a verbatim string, a map, a set, a push,
+# an attribute) -> "!"; digits -> "0": an array header of 10,000 or more
+# is then "\n*00000"
+_MARKS = bytes.maketrans(b"+(=%~>|123456789", b"!!!!!!!000000000")
+
+
+def _whole(reader):
+    """Whether hiredis's ``reader``, which answered False, took every byte
+    it was fed and is between two requests: then an empty array fed to
+    it comes back alone (inside a request cut short it would be one of
+    its elements, or the bytes of one)."""
+    if reader.has_data():
+        return False
+    reader.feed(_PROBE)
+    try:
+        return reader.gets() == []
+    except Exception:
+        return False
+_HLEN = [len(b"$%d\r\n" % k) for k in range(4096)]     # length -> len("$length\r\n")
+_ALEN = [len(b"*%d\r\n" % k) for k in range(4096)]     # count -> len("*count\r\n")
