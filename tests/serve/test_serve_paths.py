@@ -140,7 +140,7 @@ def test_pipelined_reads_and_acks_share_one_savepoint(tmp_path):
         return await _exchange(sock, wire(*work), lambda got: got.count(b":1\r\n") >= 10)
     shared = []
     got = _in_process(tmp_path, script, shared=shared)
-    assert [len(s) for s in shared] == [20]                   # one run of 10 reads and 10 acks
+    assert [len(s) for s in shared] == [20, 20]       # the 20 explicit-ID adds, then 10 reads and 10 acks: a run each
     assert got.count(b":1\r\n") == 10 and b"10-1" in got
 
 

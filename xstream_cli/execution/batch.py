@@ -16,12 +16,17 @@ runs, so every command sees the writes before it:
   gets its error, the others are added);
 - XACK, and XREADGROUP without BLOCK (a pool of workers' loop): run
   under one savepoint (``Txn.shared``), so the stream, group and consumer
-  records they share are read and written back once.
+  records they share are read and written back once;
+- ``XADD key <id> field value ...`` with an explicit ID (``ms-seq`` or
+  ``ms-*``) and no option (a MULTI ... EXEC of a writer that chose its
+  IDs, a replica, an import): run the same way, under one savepoint.
 
-Either way, when a command of the run fails, the run is undone and its
-commands are run again one by one, each all or nothing (for adds, inside
-the engine verb): the replies and the store are exactly those of running
-them one by one from the start.
+Either way, when a command of the run fails, the run is undone and run
+again: the commands before the failing one under one savepoint again,
+the failing one alone (its error its reply), the rest as a run of its
+own (for plain adds, one by one inside the engine verb): the replies and
+the store are exactly those of running them one by one from the start,
+as Redis's EXEC runs its commands, an error in the middle included.
 
 A command that must wait (XREAD / XREADGROUP ... BLOCK with nothing to
 serve) is not answered here: ``run`` returns its (cmd, args, Wait) and
@@ -41,9 +46,17 @@ from xstream_cli.execution.blocked import waits
 
 FATAL = (Retry, StoreFailure, Aborted, KeyboardInterrupt)   # end the batch, never a reply
 
-_ADDS, _SHARED = "adds", "shared"
+_ADDS, _SHARED, _ID_ADDS = "adds", "shared", "id adds"
 _XREADGROUP = COMMANDS[b"XREADGROUP"]
 _XACK = COMMANDS[b"XACK"]
+_XADD = COMMANDS[b"XADD"]
+
+
+def _id_add(args):
+    """Whether parsed XADD arguments are an explicit ID's add with no
+    option (no NOMKSTREAM, trim or IDMP): the adds that run in runs."""
+    o = args[2]
+    return type(o.id) is tuple and o.trim is None and not o.nomkstream and o.idmp_pid is None
 
 
 class Added(list):
@@ -84,8 +97,10 @@ class Batch:
         self.tx = tx
         self.read_only = read_only
         self.log = log
-        self._kind = None            # _ADDS or _SHARED: what _run holds
+        self._kind = None            # _ADDS, _SHARED or _ID_ADDS: what _run holds
         self._run = []               # (out, i, payload) of the pending run
+        self._tried = 0              # calls of a shared run begun so far (_call) ...
+        self._done = 0               # ... and those that succeeded
 
     # ------------------------------------------------------------ commands
 
@@ -111,10 +126,13 @@ class Batch:
         blocking read with nothing to serve is not answered: its
         (cmd, args, Wait) is returned.  ``share=False`` keeps it out of
         shared runs (MULTI ... EXEC)."""
-        if share and self.read_only is None and (
-                cmd is _XACK or (cmd is _XREADGROUP and args[0].block is None)):
-            self._join(_SHARED, (out, i, partial(self._call, cmd, args)))
-            return None
+        if self.read_only is None:
+            if share and (cmd is _XACK or (cmd is _XREADGROUP and args[0].block is None)):
+                self._join(_SHARED, (out, i, partial(self._call, cmd, args)))
+                return None
+            if cmd is _XADD and _id_add(args):
+                self._join(_ID_ADDS, (out, i, partial(self._call, cmd, args)))
+                return None
         self.flush()
         try:
             if cmd.write and self.read_only is not None:
@@ -176,22 +194,54 @@ class Batch:
                 k += len(p)
 
     def _flush_shared(self, run):
-        results = None
-        if len(run) > 1:
-            try:
-                results = self.tx.shared([fn for _, _, fn in run])
-            except FATAL:
-                raise
-            except Exception:        # a bug: rolled back; one by one finds the command
-                if self.log is not None:
-                    self.log.exception("shared run failed")
-        if results is None:
-            results = [self.alone(fn) for _, _, fn in run]
+        fns = [fn for _, _, fn in run]
+        results = []
+        k, n = 0, len(fns)
+        while k < n:
+            rest = fns[k:] if k else fns
+            got = self._shared(rest)
+            if got is not None:
+                results += got
+                break
+            bad = self._done             # the first that failed
+            if bad < 0:                  # no run possible, or a bug: one by one
+                results += [self.alone(fn) for fn in rest]
+                break
+            if bad:                      # those before it succeed again, as one run
+                got = self._shared(rest[:bad])
+                results += got if got is not None else [self.alone(fn) for fn in rest[:bad]]
+            results.append(self.alone(rest[bad]))
+            k += bad + 1
         for (out, i, _), r in zip(run, results):
             out[i] = r
 
+    def _shared(self, fns):
+        """``fns`` under one savepoint (Txn.shared): their results; None
+        when one failed (nothing kept; ``_done``: how many succeeded
+        before it), or -- ``_done`` -1 -- when the transaction cannot
+        share or a bug broke the run."""
+        if len(fns) == 1:
+            self._done = -1
+            return None
+        self._done = self._tried = 0
+        try:
+            got = self.tx.shared(fns)
+        except FATAL:
+            raise
+        except Exception:        # a bug: rolled back; one by one finds the command
+            if self.log is not None:
+                self.log.exception("shared run failed")
+            got = None
+            self._tried = 0
+        if got is None and not self._tried:
+            self._done = -1
+        return got
+
     def _call(self, cmd, args):
-        return run_command(self.tx, cmd, args)[1]
+        self._tried += 1
+        r = run_command(self.tx, cmd, args)[1]
+        self._done += 1
+        return r
 
     def alone(self, fn):
         """``fn()`` on its own: its value, or its error as the reply."""
