@@ -197,6 +197,18 @@ def start_servers(names, tmp, procs):
         wait_ready(port, p, name)
 
 
+def stop_servers(procs, tmp):
+    """Stop the servers ``procs`` ({name: (port, Popen)}) and remove ``tmp``."""
+    for port, p in procs.values():
+        p.send_signal(signal.SIGTERM)
+    for port, p in procs.values():
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def median(rows):
     """The median run (by throughput) of repeated measurements."""
     rows = sorted(rows)
@@ -272,14 +284,7 @@ def main():
             print("(ackloop: %d consumers, COUNT %d; entries/s, latency of one XREADGROUP + XACK iteration; "
                   "exactly-once delivery and an empty PEL checked on every server)" % (a.consumers, a.count))
     finally:
-        for port, p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for port, p in procs.values():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_servers(procs, tmp)
 
 
 if __name__ == "__main__":

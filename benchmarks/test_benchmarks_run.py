@@ -16,6 +16,8 @@ needs_spark = pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m i
                                  reason="pyspark and pyarrow are needed (the spark extra)")
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
                                  reason="redis-server and redis-cli are needed")
+needs_serve = pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("hiredis", "uvloop")),
+                                 reason="hiredis and uvloop are needed (the serve extra)")
 
 CASES = [
     pytest.param("bench_cli.py", ["--lines", "300", "--runs", "1", "--oneshot", "2"], "(vs redis-cli",
@@ -33,6 +35,8 @@ CASES = [
                  marks=needs_redis, id="reader_during_ingest"),
     pytest.param("bench_serve.py", ["-n", "200", "-c", "4", "--consumers", "3"],
                  "exactly-once delivery and an empty PEL checked", marks=needs_redis, id="serve"),
+    pytest.param("bench_ping.py", ["-n", "2000", "-c", "4", "--repeat", "1"], "/bare: the throughput ratio",
+                 marks=[needs_redis, needs_serve], id="ping"),
     pytest.param("bench_inprocess.py", ["-n", "200", "--pipeline", "20"], "LMDB commit (data flush, meta flush)",
                  marks=needs_redis, id="inprocess"),
     pytest.param("bench_worker_loop.py", ["--entries", "300"], "ack riding / ack alone",
