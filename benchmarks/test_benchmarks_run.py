@@ -29,6 +29,8 @@ CASES = [
     pytest.param("bench_replicate.py", ["--entries", "2000", "--batch", "500", "--serve-entries", "200",
                                         "--repeat", "1", "--rate", "500", "--seconds", "1"],
                  "replication lag of xs replicate", id="replicate"),
+    pytest.param("bench_replica_redis.py", ["--rate", "500", "--seconds", "1"], "lag: p50",
+                 marks=needs_redis, id="replica_redis"),
     pytest.param("bench_json_range.py", ["--entries", "3000"], "xs --jsonl XREADGROUP", id="json_range"),
     pytest.param("bench_block_latency.py", ["-n", "5", "--gap", "2"], "xreadgroup", id="block_latency"),
     pytest.param("bench_reader_during_ingest.py", ["--lines", "3000", "--reads", "2"], "xs/redis during",

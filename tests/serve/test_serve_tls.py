@@ -194,3 +194,34 @@ def test_the_docs_tls_lines_run_as_written(tmp_path, certs):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+def test_xs_replicate_feeds_a_replica_over_tls_with_a_client_certificate(tmp_path, certs):
+    """``xs replicate --to rediss://`` with the option names xs serve uses
+    (--tls-ca-cert-file, --tls-cert-file, --tls-key-file), to an xs serve
+    on its TLS port: the full sync, then a commit after it."""
+    srv = TlsServed(tmp_path / "replica", certs)
+    db = tmp_path / "db"
+
+    def xs(*args):
+        return subprocess.run(XS + ["--db", str(db)] + list(args), cwd=ROOT, capture_output=True, timeout=60)
+    assert xs("XADD", "events", "1-1", "user", "alice").returncode == 0
+    p = subprocess.Popen(XS + ["--db", str(db), "replicate", "--to", "rediss://127.0.0.1:%d" % srv.tls_port,
+                               "--tls-ca-cert-file", str(certs / "ca.crt"), "--tls-cert-file",
+                               str(certs / "client.crt"), "--tls-key-file", str(certs / "client.key")],
+                         cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        r = _client(srv, certs)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and r.xlen("events") < 1:
+            time.sleep(0.05)
+        assert xs("XADD", "events", "2-2", "user", "bob").returncode == 0
+        while time.monotonic() < deadline and r.xlen("events") < 2:
+            time.sleep(0.05)
+        assert r.xrange("events") == [(b"1-1", {b"user": b"alice"}), (b"2-2", {b"user": b"bob"})]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        code, log = srv.stop()
+    assert p.returncode == 0 and b"full sync to rediss://127.0.0.1" in err, err
+    assert code == 0, log
