@@ -45,6 +45,8 @@ from storage import codec
 from storage.codec import changes
 from storage.ids import MAX_ID, fmt
 
+LLONG_MAX = (1 << 63) - 1
+
 # the first Redis version with each command the translation may need
 SINCE = {"XNACK": "8.10", "XIDMPRECORD": "8.8", "XCFGSET": "8.6"}
 
@@ -513,8 +515,13 @@ class Translator:
                 continue
             cid, t, count = codec.decode_pending(v)
             if cid:
-                out.append(("XCLAIM", name, grp[1], m.cnames[(gid, cid)], 0, fmt(i), "TIME", t,
-                            "RETRYCOUNT", count, "FORCE", "JUSTID"))
+                owner = m.cnames[(gid, cid)]
+                out.append(("XCLAIM", name, grp[1], owner, 0, fmt(i), "TIME", t,
+                            "RETRYCOUNT", min(count, LLONG_MAX), "FORCE", "JUSTID"))
+                # a count past LLONG_MAX (XNACK FATAL, then deliveries), which
+                # RETRYCOUNT cannot take: an XCLAIM without JUSTID adds one
+                for _ in range(min(count - LLONG_MAX, 1000)):
+                    out.append(("XCLAIM", name, grp[1], owner, 0, fmt(i), "TIME", t))
             else:
                 nacks.append((t, grp[1], i, count))
         for t, g, i, count in sorted(nacks):
