@@ -75,7 +75,7 @@ _xs_pspec() {
         ls) echo 'k|--db --help --idle-consumers --json --no-sync|--idle-consumers:- --db:-' ;;
         metrics) echo '-|--db --exclude-consumer-metrics --help --listen --namespace --no-sync --outfile|--namespace:- --outfile:- --listen:- --db:-' ;;
         redrive) echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-' ;;
-        replicate) echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --quiet --retention --status --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --db:-' ;;
+        replicate) echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --position-key --quiet --replace --retention --status --tls-ca-cert-file --tls-cert-file --tls-key-file --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --position-key:- --tls-ca-cert-file:- --tls-cert-file:- --tls-key-file:- --db:-' ;;
         restore) echo 'f|--at --at-id --check --db --from --help --list --no-sync --quiet --replace -q|--from:- --at:- --at-id:- --db:-' ;;
         save) echo 'f|--db --format --help --no-sync --quiet --stream -q|--stream:k --format:=xs,rdb --db:-' ;;
         serve) echo '-|--allow-no-password --bind --db --help --loglevel --maxclients --metrics --no-sync --port --protected-mode --requirepass --requirepass-file --tls-auth-clients --tls-ca-cert-file --tls-cert-file --tls-key-file --tls-port --unixsocket --unixsocketperm|--bind:- --port:- --tls-port:- --tls-cert-file:- --tls-key-file:- --tls-ca-cert-file:- --tls-auth-clients:=yes,no,optional --unixsocket:- --unixsocketperm:- --requirepass:- --requirepass-file:- --protected-mode:=yes,no --maxclients:- --metrics:- --loglevel:=debug,info,warning,error --db:-' ;;

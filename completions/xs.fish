@@ -140,7 +140,7 @@ function __xs_pspec
         case redrive
             echo '-|--count --db --dry-run --help --json --no-sync --quiet --stream -c -q|--stream:- -c:- --count:- --db:-'
         case replicate
-            echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --quiet --retention --status --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --db:-'
+            echo '-|--backlog-size --base-interval --db --forget --help --json --no-sync --position-key --quiet --replace --retention --status --tls-ca-cert-file --tls-cert-file --tls-key-file --to -q|--to:- --retention:- --base-interval:- --backlog-size:- --position-key:- --tls-ca-cert-file:- --tls-cert-file:- --tls-key-file:- --db:-'
         case restore
             echo 'f|--at --at-id --check --db --from --help --list --no-sync --quiet --replace -q|--from:- --at:- --at-id:- --db:-'
         case save
