@@ -96,6 +96,7 @@ class RedisReplica:
         self.store_id = None
         self.log_id = None
         self.by_commands = set()        # streams the last full sync built from commands
+        self.copied = set()             # streams copied whole (a full sync, a resume)
 
     # ------------------------------------------------------------ set-up
 
@@ -224,6 +225,7 @@ class RedisReplica:
         RESTORE of its DUMP, or commands where DUMP cannot carry it."""
         sid = model.sids[name]
         meta = model.metas[sid]
+        self.copied.add(name)
         plain = not meta.idmp_cfg and _no_nacks(lt, self.store.dbs, model, sid)
         if plain:
             payload = tx.dump_value(name)
