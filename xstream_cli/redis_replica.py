@@ -129,18 +129,19 @@ class RedisReplica:
         self.connect()
         if self.store_id is None:
             self.store_id = self.store.run(lambda tx: tx.store_id(create=True), write=True)
-        st, _ = changelog.enable(self.store, self.rid, self.bound)
-        self.log_id = (st["log"], st.get("gen", 0))
         got = self._position()
         keys = self._call("DBSIZE")
-        if got is None:
-            if keys and not self.replace:
-                raise ReplicaError("%s holds %d keys and no xs position: it is not a replica of this store (give "
-                                   "--replace to replace what it holds)" % (safe_url(self.url), keys))
-            return self.full_sync("first sync" if not keys else "replacing what the server held")
-        if got.get(b"store") != self.store_id.encode() and not self.replace:
+        # refused before registering: a refused replica must not leave the store logging for it
+        if got is None and keys and not self.replace:
+            raise ReplicaError("%s holds %d keys and no xs position: it is not a replica of this store (give "
+                               "--replace to replace what it holds)" % (safe_url(self.url), keys))
+        if got is not None and got.get(b"store") != self.store_id.encode() and not self.replace:
             raise ReplicaError("%s is the replica of another store (%s); give --replace to replace it"
                                % (safe_url(self.url), got.get(b"store", b"?").decode("utf-8", "replace")))
+        st, _ = changelog.enable(self.store, self.rid, self.bound)
+        self.log_id = (st["log"], st.get("gen", 0))
+        if got is None:
+            return self.full_sync("first sync" if not keys else "replacing what the server held")
         seq = int(got.get(b"seq", b"-1"))
         if got.get(b"store") != self.store_id.encode():
             return self.full_sync("replacing the replica of another store")

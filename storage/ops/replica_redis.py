@@ -63,6 +63,11 @@ class Diverged(Exception):
     """A record does not fit the model (a full sync is the way back)."""
 
 
+def _shown(name):
+    """A stream name for a message."""
+    return name.decode("utf-8", "backslashreplace")
+
+
 def _name(k, rec):
     """The name of name key ``k`` (the record's for a hashed one)."""
     n = codec.name_from_key(k)
@@ -473,7 +478,7 @@ class Translator:
         cfg = None if new is None else (new.idmp_duration, new.idmp_maxsize)
         if cfg is not None and ((old is None and (new.idmp_cfg or cfg != codec.IDMP_DEFAULTS)) or
                                 (old is not None and cfg != (old.idmp_duration, old.idmp_maxsize))):
-            self._need("XCFGSET", "stream %r has IDMP settings" % (name,))
+            self._need("XCFGSET", "stream %s has IDMP settings" % _shown(name))
             out.append(("XCFGSET", name, "IDMP-DURATION", new.idmp_duration, "IDMP-MAXSIZE", new.idmp_maxsize))
 
     def _idmp(self, name, s, which, out):
@@ -486,7 +491,7 @@ class Translator:
             if pid is None or iid is None:
                 self.skipped += 1       # a long name, kept hashed: not known here
                 continue
-            self._need("XIDMPRECORD", "stream %r has idempotent-producer history" % (name,))
+            self._need("XIDMPRECORD", "stream %s has idempotent-producer history" % _shown(name))
             out.append(("XIDMPRECORD", name, pid, iid, fmt(i)))
 
     def _xdel(self, name, sid, ids, out):
@@ -525,5 +530,5 @@ class Translator:
             else:
                 nacks.append((t, grp[1], i, count))
         for t, g, i, count in sorted(nacks):
-            self._need("XNACK", "stream %r has NACKed pending entries" % (name,))
+            self._need("XNACK", "stream %s has NACKed pending entries" % _shown(name))
             out.append(("XNACK", name, g, "FAIL", "IDS", 1, fmt(i), "RETRYCOUNT", count, "FORCE"))

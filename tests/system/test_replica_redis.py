@@ -282,6 +282,8 @@ def test_a_server_with_other_keys_is_refused_unless_replace(tmp_path, redis7):
     assert b"holds 1 keys and no xs position" in p.stderr and b"--replace" in p.stderr, p.stderr
     assert r.execute_command("GET", "precious") == b"1"
     assert r.execute_command("EXISTS", "s") == 0
+    # refused, it left nothing behind: the store does not log for it
+    assert b"change log: off" in _xs(db, "replicate", "--status").stdout
 
 
 def test_a_full_sync_copies_groups_pel_and_ttl_and_a_restart_resumes(tmp_path, redis7):
@@ -427,3 +429,22 @@ def test_forget_unregisters_a_redis_replica_and_options_are_checked(tmp_path, re
                 ["--to", url, "--tls-ca-cert-file", str(tmp_path / "ca.crt")]):
         p = _xs(db, "replicate", *bad, check=False)
         assert p.returncode == 2 and b"Traceback" not in p.stderr, (bad, p.stderr)
+
+
+def test_a_replicator_stopped_by_the_replica_says_how_to_stop_the_log(tmp_path, redis7):
+    """The command line: a store with NACKed entries, a Redis 7.0 replica:
+    exit 1 with the command and version, and how to stop the store's log
+    kept for the replica (it was registered, and stays so until then)."""
+    client(redis7).execute_command("FLUSHALL")
+    db = tmp_path / "db"
+    for line in (("XADD", "s", "1-0", "f", "v"), ("XGROUP", "CREATE", "s", "g", "0"),
+                 ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"), ("XNACK", "s", "g", "FAIL", "IDS", "1", "1-0")):
+        _xs(db, *line)
+    url = "redis://127.0.0.1:%d" % redis7
+    p = _xs(db, "replicate", "--to", url, check=False)
+    assert p.returncode == 1 and b"Traceback" not in p.stderr, p.stderr
+    assert b"stream s has NACKed pending entries: replicating needs XNACK" in p.stderr, p.stderr
+    assert b"xs replicate --forget --to " + url.encode() in p.stderr, p.stderr
+    assert b"registered replica redis:" in _xs(db, "replicate", "--status").stdout
+    _xs(db, "replicate", "--forget", "--to", url)
+    assert b"change log: off" in _xs(db, "replicate", "--status").stdout

@@ -193,7 +193,10 @@ def _to_redis(store, url, replace, position_key, bound, quiet, tls):
         if not quiet:
             _say(shown, "stopped at commit %d" % rep.pos)
     except ReplicaError as e:
-        context.fail("replicate: %s" % e)
+        from storage import changelog
+        kept = rep.rid in changelog.replicas(store)
+        context.fail("replicate: %s%s" % (e, "\nxs: the store keeps its change log for this replica until it runs "
+                                          "again, or until: xs replicate --forget --to %s" % shown if kept else ""))
     finally:
         rep.close()
 
