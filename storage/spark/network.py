@@ -52,7 +52,7 @@ class Endpoint:
     """One endpoint of the ``url`` option (picklable: it travels to the executors)."""
 
     def __init__(self, url, user=None, password=None, timeout=10.0):
-        self.name = _no_password(url)
+        self.name = no_password(url)
         try:
             u = urllib.parse.urlsplit(url)
             u.port
@@ -82,8 +82,9 @@ class Endpoint:
         return Conn(self)
 
 
-def _no_password(url):
-    """``url`` as given, with the password taken out (of the user info and of the query)."""
+def no_password(url):
+    """``url`` as given, with the password taken out (of the user info and
+    of the query): for messages and logs (xs replicate --to redis:// too)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
@@ -103,7 +104,7 @@ def parse_endpoints(text, user=None, password=None, timeout=10.0):
     """The ``url`` option: one endpoint or several separated by commas."""
     urls = [u.strip() for u in text.split(",")]
     if not all(urls):
-        raise NetworkError("option url=%r has an empty endpoint" % (_no_password(text),))
+        raise NetworkError("option url=%r has an empty endpoint" % (no_password(text),))
     eps = [Endpoint(u, user, password, timeout) for u in urls]
     names = [e.name for e in eps]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -115,7 +116,8 @@ def parse_endpoints(text, user=None, password=None, timeout=10.0):
 # ========================================================== connections
 
 
-def _one_line(e):
+def one_line(e):
+    """An error's message on one line (its type's name if it has none)."""
     text = " ".join(str(e).split())
     return text or type(e).__name__
 
@@ -138,13 +140,13 @@ class Conn:
         try:
             self.conn.connect()
         except redis.AuthenticationError as e:
-            raise NetworkError("%s: authentication failed (%s)" % (ep.name, _one_line(e)))
+            raise NetworkError("%s: authentication failed (%s)" % (ep.name, one_line(e)))
         except redis.ResponseError as e:
             if any(t in str(e) for t in ERRORS_AUTH):
-                raise NetworkError("%s: authentication failed (%s)" % (ep.name, _one_line(e)))
-            raise NetworkError("%s: refused the connection (%s)" % (ep.name, _one_line(e)))
+                raise NetworkError("%s: authentication failed (%s)" % (ep.name, one_line(e)))
+            raise NetworkError("%s: refused the connection (%s)" % (ep.name, one_line(e)))
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
-            raise NetworkError("%s: cannot connect (%s)" % (ep.name, _one_line(e)))
+            raise NetworkError("%s: cannot connect (%s)" % (ep.name, one_line(e)))
 
     def close(self):
         self.conn.disconnect()
@@ -160,10 +162,10 @@ class Conn:
         import redis
         where = self.ep.name + (" stream %r" % _name(stream) if stream is not None else "")
         if isinstance(e, (redis.ConnectionError, redis.TimeoutError, OSError)):
-            return NetworkError("%s: connection lost (%s)" % (where, _one_line(e)))
+            return NetworkError("%s: connection lost (%s)" % (where, one_line(e)))
         if any(t in str(e) for t in ERRORS_AUTH):
-            return NetworkError("%s: authentication failed (%s)" % (where, _one_line(e)))
-        return NetworkError("%s: %s" % (where, _one_line(e)))
+            return NetworkError("%s: authentication failed (%s)" % (where, one_line(e)))
+        return NetworkError("%s: %s" % (where, one_line(e)))
 
     def pipeline(self, commands, stream=None, errors=False):
         """Send ``commands`` together; their replies in order.  A reply
@@ -408,7 +410,7 @@ class Conn:
                 if isinstance(r, redis.ResponseError):          # refused while queued: EXEC aborts the block
                     raise NetworkError("%s stream %r: adding id %s: %s; nothing of this block of %d rows was "
                                        "added, earlier blocks stay" % (self.ep.name, _name(n), i or "*",
-                                                                       _one_line(r), len(rows)))
+                                                                       one_line(r), len(rows)))
             if result is None:
                 time.sleep(0.005 * attempt)                      # a watched stream changed: again
                 continue
@@ -419,7 +421,7 @@ class Conn:
                 if isinstance(r, redis.ResponseError):
                     raise NetworkError("%s stream %r: adding id %s: %s (on Redis, the other rows of this block "
                                        "of %d were added; on xs serve, none)" % (self.ep.name, _name(n), i or "*",
-                                                                                 _one_line(r), len(rows)))
+                                                                                 one_line(r), len(rows)))
             return len(rows), False, len(everything) - len(rows)
         raise NetworkError("%s: the streams %s kept changing while a block of %d rows was added (tried %d times); "
                            "nothing of it was added" % (self.ep.name, ", ".join(map(repr, map(_name, watch))),
