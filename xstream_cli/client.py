@@ -19,8 +19,10 @@ The seam is the socket redis-py's connection is given: a ``_Wire``, an
 object with a socket's methods that speaks RESP in memory.  What
 redis-py sends is parsed by the server's own request parser; a run of
 stream and keyspace commands (a command, a pipeline) is run right there,
-in the calling thread, as one job of the server's engine (the command
-table, the batch driver, one commit) and its replies are encoded by the
+in the calling thread (where the server's Engine.run says: here, unless
+another thread or process is writing), as one job of the server's engine
+(the command table, the batch driver, one commit), in the one flow of a
+connection (xstream_cli.server.flow), and its replies are encoded by the
 server's encoder for redis-py's parser to read back.  No thread hand-off,
 no socket: a command costs its transaction and little more.  The
 connection's state and the commands that use it (HELLO, AUTH, CLIENT,
@@ -48,6 +50,7 @@ import asyncio
 import errno
 import logging
 import os
+import queue
 import select
 import socket
 import threading
@@ -56,6 +59,7 @@ import time
 from storage.errors import RedisError
 from xstream_cli.server.commands import LOCAL
 from xstream_cli.server.engine import Job, item_for
+from xstream_cli.server.flow import GONE, RUN, Flow
 from xstream_cli.server.resp import ProtocolError, RequestParser, encode, encode_replies, reply_end
 
 # a library's logger stays quiet unless the application configures
@@ -331,29 +335,30 @@ class _Wire:
                 i += 1
 
     def _direct(self, cmds):
-        """Engine commands, as the server's connection runs them
-        (Server._flush): one job, its blocked read waited for here."""
+        """Engine commands, in the connection's one flow (xstream_cli.
+        server.flow, as the server's connections run them): their jobs run
+        where Engine.run says, a blocked read waited for in this thread."""
         c = self.client
         items = [item_for(a) for a in cmds]
         if self.host.store.pending and not self._store_for(items):
             return
         c.last = time.monotonic()
         c.last_cmd = cmds[-1][0]
-        stats = self.server.stats
-        while items:
-            replies, blocked = self._execute(Job(items, None, owner=c.id, proto=c.proto))
-            self.out += encode_replies(items, replies, c.proto)
-            stats.replies(items, replies)
-            if blocked is None:
-                return
-            i, cmd, args, w = blocked
-            r = self._block(cmd, args, w)
-            if c.closing:
-                self.closed = True
-                return
-            self.out += encode(r, c.proto, True)
-            stats.reply(items[i], r)
-            items = items[i + 1:]
+        steps = iter(Flow(items, c.proto, self.out.extend, self.server.stats))
+        try:
+            step = next(steps)
+            while True:
+                what, arg = step
+                if what is RUN:
+                    out = self._execute(Job(arg, None, owner=c.id, proto=c.proto))
+                else:
+                    out = self._block(*arg[1:])
+                    if c.closing:
+                        self.closed = True
+                        out = GONE
+                step = steps.send(out)
+        except StopIteration:
+            pass
 
     def _store_for(self, items):
         """A job on a store not made yet: a write makes it; a read is
@@ -385,26 +390,13 @@ class _Wire:
         return True
 
     def _execute(self, job):
-        """(replies, blocked) of ``job``, committed: in this thread, or,
-        while another thread of this process is in a transaction, in the
-        engine thread's next group commit (with the other threads' jobs)."""
-        engine = self.engine
-        lock = engine.store.lock
-        if lock.acquire(blocking=False):
-            try:
-                return engine.execute([job], engine=False)[0]
-            finally:
-                lock.release()
-        done = threading.Event()
-        got = []
-
-        def answered(result):
-            got.append(result)
-            done.set()
-        job.done = answered
-        engine.submit(job)
-        done.wait()
-        return got[0]
+        """(replies, blocked) of ``job``, committed: run in this thread, or
+        handed to the engine thread (joining its next group commit) and
+        waited for, as Engine.run decides."""
+        got = queue.SimpleQueue()
+        job.done = got.put
+        ran = self.engine.run([job], loop=False)
+        return ran[0][1] if ran else got.get()
 
     def _block(self, cmd, args, w):
         """Wait for a blocked read in this thread, as the server's pool

@@ -170,6 +170,32 @@ def test_a_pipeline_is_one_commit_and_a_command_never_leaves_the_calling_thread(
     assert _commits(r) == before + 2                         # one for the pipeline, one for the XADD
 
 
+def test_a_write_while_another_thread_is_in_a_transaction_joins_the_engine_thread_s_commit(tmp_path, monkeypatch):
+    import threading
+
+    from xstream_cli import client
+    from xstream_cli.server.engine import Engine
+    r = client.Redis(tmp_path / "db")
+    r.xadd("s", {"n": 0})
+    engine = client._host(str(tmp_path / "db")).server.engine
+    handed = []
+    real = Engine.submit
+    monkeypatch.setattr(Engine, "submit", lambda self, job: handed.append(job) or real(self, job))
+    got = []
+    engine.store.lock.acquire()                              # another thread's transaction, open
+    try:
+        t = threading.Thread(target=lambda: got.append(r.xadd("s", {"n": 1})), daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while not handed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(handed) == 1 and not got                  # handed to the engine thread (Engine.run), waiting
+    finally:
+        engine.store.lock.release()
+    t.join(10)
+    assert len(got) == 1 and r.xlen("s") == 2                # committed by the engine thread, then answered
+
+
 def test_a_transaction_and_hello_3_go_through_the_server_s_connection_state(tmp_path):
     from xstream_cli.client import Redis
     r = Redis(tmp_path / "db", protocol=3, decode_responses=True)

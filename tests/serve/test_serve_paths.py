@@ -163,7 +163,7 @@ def test_the_jobs_of_one_loop_iteration_run_in_the_loop_as_one_commit_when_the_w
 
 def test_the_jobs_of_one_loop_iteration_cross_to_the_engine_and_back_together(tmp_path):
     async def script(srv, sock):
-        srv.run_here = False              # as when another process holds the write lock
+        srv.engine.run_here = False             # as when another process holds the write lock
         handed, delivered = [], []
         real = srv.engine.submit
         srv.engine.submit = lambda x: handed.append(x) or real(x)

@@ -78,7 +78,6 @@ class Server(Reading, Routing, TlsAccept):
         self.auth_failed = 0         # wrong passwords since the last log line about them
         self.auth_log_at = 0.0       # when that line may be written again
         self._outbox = []            # jobs for the engine from this loop iteration (_submit)
-        self.run_here = os.environ.get("XS_SERVE_ENGINE_ONLY") != "1"   # _hand_over (1: always the engine thread)
         self.handshakes = {}         # TLS connections accepted, handshake under way: socket -> [task, started]
         self.tls = None              # the TLS port's ssl.SSLContext
 

@@ -10,15 +10,19 @@ and does not affect the other commands of the batch (script mode's rule,
 xstream_cli.execution.session).  A batch of reads only is run in a read
 transaction (no fsync).
 
-Threads and locks.  A batch runs in one of four places
-(Server._hand_over, xstream_cli.server.routing, decides):
+Threads and locks.  A batch runs in one of four places, and one
+method decides which, ``Engine.run``: the server's connections
+(Server._hand_over, Server._pump) and the in-process client's threads
+(xstream_cli.client, whose thread plays the loop's part below, except
+that it may wait and read long) all call it:
 
 * the event loop's thread, when the engine thread has nothing queued and
   xs's write lock is free (storage.store.hold_write, tried without
   waiting): run, committed and answered at once, with no hand-off, as
   redis-server does under ``appendfsync always`` (its fsync in its loop
-  too).  A lone read (``Server._read_now``, xstream_cli.server.reading)
-  likewise;
+  too).  Reads only (a client's reads, sent at once by Server._pump)
+  likewise, whatever the engine thread has queued, when no transaction
+  of this process is open (the StoreLock);
 * the engine thread, when the lock is not free: another process writes
   (an import, a compaction, a writer stopped with Ctrl-Z) and may hold
   it for long.  There only the batch waits -- for the write lock first,
@@ -76,6 +80,7 @@ What the engine runs (``Item``, ``Job``, ``item_for``) is
 xstream_cli.server.jobs; the ``StoreLock``, xstream_cli.server.storelock.
 """
 import logging
+import os
 import queue
 import threading
 import time
@@ -127,6 +132,7 @@ class Engine:
         self._aside_next = 0.0       # when to look for a request anyway (no inotify, a busy engine)
         self._aside_watch = None     # (hub, watch descriptor, subscriber)
         self.asides = 0              # times the server stepped aside for a compaction
+        self.run_here = os.environ.get("XS_SERVE_ENGINE_ONLY") != "1"   # run (1: always the engine thread)
 
     def start(self):
         self._watch_aside()
@@ -220,6 +226,46 @@ class Engine:
         self._thread.join(timeout)
         self._unwatch_aside()
         return not self._thread.is_alive()
+
+    def run(self, jobs, loop=True):
+        """Where ``jobs`` (a list of Jobs, in the order their clients sent
+        them) run: the one place that decides, for the server's connections
+        (Server._hand_over, Server._pump) and the in-process client's
+        threads (xstream_cli.client) alike.  Returns [(job, (replies,
+        blocked))] for the jobs run here, in the calling thread, committed
+        (the caller answers them); every other job was handed over, and its
+        ``done`` is called after its commit.
+
+        * ``loop``: the caller is the event loop's thread, which must not
+          wait, nor read long: a job of reads only with a big one among
+          them (Item.heavy) goes to the readers' thread (``read_heavy``);
+          with a big read that writes (XREADGROUP), the jobs go to the
+          engine thread.  A caller that may wait (an in-process client's
+          thread) runs a big read itself;
+        * the rest run here when nothing forbids it: the StoreLock free
+          (no transaction of this process open) and, for a write, xs's
+          write lock free too (both tried without waiting), every job
+          handed to the engine thread already run (``idle``: the order
+          clients sent them in stays the order they run in) and
+          ``run_here`` (XS_SERVE_ENGINE_ONLY=1 sends every write to the
+          engine thread);
+        * else the engine thread, which waits for them."""
+        if loop and any(it.heavy for j in jobs for it in j.items):
+            rest = []
+            for j in jobs:
+                if not j.write and any(it.heavy for it in j.items):
+                    self.read_heavy(j)
+                else:
+                    rest.append(j)
+            if rest:
+                self.submit(rest if len(rest) > 1 else rest[0])
+            return []
+        if not any(j.write for j in jobs) or (self.run_here and self.idle()):
+            res = self.execute(jobs, engine=False, nowait=True)
+            if res is not None:
+                return list(zip(jobs, res))
+        self.submit(jobs if len(jobs) > 1 else jobs[0])
+        return []
 
     def submit(self, job):
         """Queue a Job, or a list of Jobs (they cross to the engine thread
@@ -321,9 +367,9 @@ class Engine:
     def execute(self, batch, engine=True, nowait=False):
         """Run ``batch`` (Jobs) in one transaction, committed before this
         returns; each job's (replies, blocked).  In the engine thread, or
-        (``engine=False``) in another: the event loop's (Server._hand_over,
-        Server._read_now) or a thread of the in-process client
-        (xstream_cli.client), which do not touch the engine's gathering.
+        (``engine=False``) in another (``run``: the event loop's, a thread
+        of the in-process client, the readers' thread), which do not touch
+        the engine's gathering.
         xs's write lock (a write) and the store's lock are held
         throughout, counters included.  ``nowait``: None at once, nothing
         run, if another thread or process holds either."""

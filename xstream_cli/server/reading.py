@@ -9,7 +9,7 @@ is small; one whose query buffer passes the limit is closed, as one
 whose unsent replies pass the output limit (``_send``).  The common
 case -- commands of the table, authenticated, no MULTI -- goes to the
 engine straight from ``_pump`` and is answered from a callback, a lone
-read run at once in the loop's thread (``_read_now``), PING and ECHO
+read run at once (Engine.run: in the loop's thread if it can), PING and ECHO
 answered right there (no Item, no job; counted by ``Stats.instant``);
 anything else
 runs in a task of the client's own (``_process``, routing.py's
@@ -20,12 +20,14 @@ Who imports it: xstream_cli.server.connection.
 import asyncio
 import logging
 import time
+from functools import partial
 from operator import itemgetter
 
 from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK
+from xstream_cli.server.flow import Flow
 from xstream_cli.server.jobs import Item, Job, item_for
-from xstream_cli.server.resp import encode, encode_replies
+from xstream_cli.server.resp import encode
 
 log = logging.getLogger("xs.serve")
 
@@ -134,11 +136,17 @@ class Reading:
                 items = [item_for(a) if a[0].upper() not in LOCAL else _instant_item(a) for a in cmds] \
                     if instant else [item_for(a) for a in cmds]
                 job = Job(items, lambda res: self._answered(c, items, res), owner=c.id, proto=c.proto)
-                if not job.write and not any(it.array_null or it.heavy for it in items) \
-                        and self._read_now(c, items, job):
-                    return
                 c.inflight = True
-                self._submit(job)
+                if job.write or any(it.array_null or it.heavy for it in items):
+                    self._submit(job)        # with the others of this loop iteration: one group commit
+                else:
+                    # reads only (XRANGE, XLEN, XINFO ...: no write, no wait): at
+                    # once, two thread hand-offs fewer for a pager (a url read's
+                    # XRANGE pages); answered from the loop's next turn (no
+                    # recursion through _pump)
+                    ran = self.engine.run([job])
+                    if ran:
+                        self.loop.call_soon(self._answered, c, items, ran[0][1])
                 self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
@@ -165,34 +173,14 @@ class Reading:
         if c.task is None and not c.inflight:
             self._pump(c)
 
-    def _read_now(self, c, items, job):
-        """Reads only (XRANGE, XLEN, XINFO ... : no write, no wait), with no
-        transaction of this process open: run them here, in the loop's
-        thread, and answer at once -- two thread hand-offs fewer for a
-        pager (a url read's XRANGE pages).  Never waits for the store's
-        lock (the engine may be committing): False, and the job goes to
-        the engine as any other."""
-        lock = self.engine.store.lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            res = self.engine.execute([job], engine=False)[0]
-        finally:
-            lock.release()
-        c.inflight = True             # answered from the loop's next turn: no recursion through _pump
-        self.loop.call_soon(self._answered, c, items, res)
-        self._resume(c)
-        return True
-
     def _answered(self, c, items, res):
         """(loop) The engine ran a job sent by ``_pump``: send its replies,
         then go on with what the client sent meanwhile."""
         c.inflight = False
-        replies, blocked = res
-        self._send(c, encode_replies(items, replies, c.proto))
-        self.stats.replies(items, replies)
-        if blocked is not None:
-            c.task = self.loop.create_task(self._process(c, None, self._flush(c, items, blocked)))
+        steps = iter(Flow(items, c.proto, partial(self._send, c), self.stats, res))
+        step = next(steps, None)
+        if step is not None:         # a blocked read: it waits in a task of the client's own
+            c.task = self.loop.create_task(self._process(c, None, self._drive(c, steps, step)))
         elif c.parser.pending():
             self._pump(c)
 

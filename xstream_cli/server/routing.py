@@ -13,14 +13,16 @@ Who imports it: xstream_cli.server.connection.
 import asyncio
 import logging
 import time
+from functools import partial
 
 from storage import errors
 from storage.errors import NOAUTH, RedisError
 from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS
 from xstream_cli.server.engine import answer
+from xstream_cli.server.flow import GONE, RUN, Flow
 from xstream_cli.server.jobs import Item, Job, item_for
-from xstream_cli.server.resp import ProtocolError, Raw, encode, encode_replies
+from xstream_cli.server.resp import ProtocolError, Raw, encode
 
 log = logging.getLogger("xs.serve")
 
@@ -106,33 +108,29 @@ class Routing:
         delay, c.auth_delay = c.auth_delay, 0.0
         await asyncio.sleep(delay)
 
-    async def _flush(self, c, items, blocked=None):
+    async def _flush(self, c, items):
         """Run ``items`` in order and send their replies; a blocked read
-        waits here (other clients go on).  ``blocked``: the items ran
-        already (``Server._pump``: their replies are sent) up to this
-        blocked read; go on from it.  The one continuation after a
-        blocked read of the server's connections."""
-        while True:
-            if blocked is not None:
-                i, cmd, args, w = blocked
-                r = await self._block(c, cmd, args, w)
-                if c.closing:
-                    return
-                self._send(c, encode(r, c.proto, True))
-                self.stats.reply(items[i], r)
-                items = items[i + 1:]
-            if not items:
-                return
-            if all(it.cmd is None and it.fn is None for it in items):
-                replies = [it.reply for it in items]
-                self._send(c, encode_replies(items, replies, c.proto))
-                self.stats.replies(items, replies)
-                return
-            replies, blocked = await self._run(items, owner=c.id, proto=c.proto)
-            self._send(c, encode_replies(items, replies, c.proto))
-            self.stats.replies(items, replies)
-            if blocked is None:
-                return
+        waits here (other clients go on)."""
+        await self._drive(c, iter(Flow(items, c.proto, partial(self._send, c), self.stats)))
+
+    async def _drive(self, c, steps, step=None):
+        """Drive a client's Flow (xstream_cli.server.flow): its jobs to the
+        engine, its blocked reads' waits to the blocking pool.  ``step``:
+        its first step, taken already (Server._answered)."""
+        try:
+            if step is None:
+                step = next(steps)
+            while True:
+                what, arg = step
+                if what is RUN:
+                    out = await self._run(arg, owner=c.id, proto=c.proto)
+                else:
+                    out = await self._block(c, *arg[1:])
+                    if c.closing:
+                        out = GONE
+                step = steps.send(out)
+        except StopIteration:
+            pass
 
     def _run(self, items, exec_=False, watched=None, owner=None, proto=2):
         """Hand ``items`` to the engine; a future of (replies, blocked)."""
@@ -150,33 +148,19 @@ class Routing:
             self.loop.call_soon(self._hand_over)
 
     def _hand_over(self):
-        """The jobs of this loop iteration, as one group commit: run here,
-        in the loop's thread, and answered at once when every job handed to
-        the engine thread has run (the order clients sent them in stays the
-        order they run in) and nobody holds the store's write lock (no
-        thread hand-off: redis-server's way, its fsync in its loop too);
-        else handed to the engine thread, which waits for the lock while
-        the loop goes on reading, parsing and serving reads.  Big reads
-        (Item.heavy) go to the readers' thread (Engine.read_heavy), or
-        with a write (XREADGROUP) to the engine."""
+        """The jobs of this loop iteration, as one group commit, where
+        Engine.run says: here, in the loop's thread, and answered at once
+        (no thread hand-off: redis-server's way, its fsync in its loop
+        too), or handed to the engine thread, which waits for the store's
+        write lock while the loop goes on reading, parsing and serving
+        reads, or to the readers' thread (big reads)."""
         box = self._outbox
         if not box:
             return
         self._outbox = []
-        eng = self.engine
-        if any(it.heavy for j in box for it in j.items):
-            reads = [j for j in box if not j.write and any(it.heavy for it in j.items)]
-            for j in reads:
-                eng.read_heavy(j)
-            box = [j for j in box if j not in reads]
-            if not box:
-                return
-        elif self.run_here and eng.idle():
-            res = eng.execute(box, engine=False, nowait=True)
-            if res is not None:
-                answer([(j.done, r) for j, r in zip(box, res)])
-                return
-        eng.submit(box if len(box) > 1 else box[0])
+        ran = self.engine.run(box)
+        if ran:
+            answer([(j.done, r) for j, r in ran])
 
     def _deliver(self, done):
         """(engine thread) Answer a batch's jobs in one loop wake-up."""
