@@ -286,6 +286,10 @@ def test_well_formed_requests_never_reach_the_general_loop(native, monkeypatch):
         raise AssertionError("the general loop read a well-formed request")
     monkeypatch.setattr(RequestParser, "_one", general)
     cmds = [[b"XADD", b"s", b"*", b"n", b"%d" % i] for i in range(3000)] + [[b"XACK", b"s", b"g", b"1-1"]] * 5
+    # arguments that begin as another type's header would: a worker's
+    # XREADGROUP ... > above all
+    cmds += [[b"XREADGROUP", b"GROUP", b"g", b"c", b"COUNT", b"1", b"STREAMS", b"s", b">"]] * 40
+    cmds += [[b"ECHO", bytes([m]) + b"1"] for m in b"+(=|~>%!-:_,#"] + [[b"ECHO", b"=5", b"txt:a", b"+b"]]
     p = RequestParser(native=native)
     p.feed(wire(cmds))
     got = []

@@ -25,8 +25,9 @@ def native_whole(parser, limit):
     it is not so (nothing taken: the usual paths read it)."""
     buf = parser.buf
     marks = buf.translate(_MARKS)
-    if marks.find(b"\n!") >= 0 or marks.find(b"\n*00000") >= 0 or buf[1:6].isdigit():
-        return None
+    if marks.find(b"\n*00000") >= 0 or marks.find(b"\n!00000") >= 0 or buf[1:6].isdigit():
+        return None                        # an aggregate header of 10,000 or more: see _native_frames
+    suspect = marks.find(b"\n!") >= 0      # a type that may come back as bytes, or bytes that look like one
     r = parser._reader
     if r is None:
         r = HIREDIS.Reader()
@@ -57,7 +58,8 @@ def native_whole(parser, limit):
     except TypeError:
         parser._reader = None
         return None
-    if parser.max_bulk < size and max(map(len, chain.from_iterable(got))) > parser.max_bulk:
+    if parser.max_bulk < size and max(map(len, chain.from_iterable(got))) > parser.max_bulk \
+            or suspect and not _is_wire_of(got, buf):
         parser._reader = None
         return None
     buf.clear()
@@ -141,12 +143,25 @@ def native_frames(parser, out, limit):
     stop = pos + used
     # simple strings, big numbers, verbatim strings and sets come back
     # as bytes or lists, and attributes are dropped: refused where one
-    # may be
-    if _NOT_BULK(buf, pos, stop) is not None:
+    # may be, unless the bytes are exactly the requests as bulk strings
+    if _NOT_BULK(buf, pos, stop) is not None and not _is_wire_of(got, buf[pos:stop]):
         return _refuse(parser, got)
     out += got
     parser.pos = stop
     return used
+
+
+def _is_wire_of(got, data):
+    """Whether ``data`` is exactly ``got`` (requests, lists of bytes) as
+    arrays of bulk strings: then hiredis read no other type there.  The
+    look for the markers of other types (``_MARKS``, ``_NOT_BULK``) also
+    stops at an argument that only begins like one -- a worker's
+    ``XREADGROUP ... >`` above all -- which this tells apart, exactly."""
+    try:
+        return b"".join([b"*%d\r\n%s" % (len(a), b"".join([b"$%d\r\n%s\r\n" % (len(x), x) for x in a]))
+                         for a in got]) == data
+    except TypeError:        # not bytes in bytes' place (a number, a dict ...)
+        return False
 
 
 def _refuse(parser, got):
@@ -164,7 +179,7 @@ _PROBE = b"*0\r\n"
 # array or a bulk string but may come back as bytes, a list or a dict (a
 # simple string, a big number, a verbatim string, a map, a set, a push,
 # an attribute) -> "!"; digits -> "0": an array header of 10,000 or more
-# is then "\n*00000"
+# is then "\n*00000", a map's, set's, push's or attribute's "\n!00000"
 _MARKS = bytes.maketrans(b"+(=%~>|123456789", b"!!!!!!!000000000")
 
 
