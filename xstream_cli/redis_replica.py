@@ -42,6 +42,7 @@ POSITION_KEY = b"__xs_replica__"
 ACK_S = 1.0                 # the position is acknowledged to the store at most this often
 BATCH_BYTES = 8 << 20       # records per round
 SYNC_CHUNK = 32 << 20       # payload bytes per pipeline of a full sync
+DIVERGED = -2               # the position's seq after a round left the replica unlike the store (-1: a sync began)
 
 
 class ReplicaError(Exception):
@@ -135,6 +136,8 @@ class RedisReplica:
         seq = int(got.get(b"seq", b"-1"))
         if got.get(b"store") != self.store_id.encode():
             return self.full_sync("replacing the replica of another store")
+        if seq == DIVERGED:
+            return self.full_sync("the replica differed from the store when replication last stopped")
         if seq < 0:
             return self.full_sync("an earlier full sync did not finish")
         if got.get(b"log") != st["log"].encode() or int(got.get(b"gen", b"0")) != st.get("gen", 0):
@@ -283,11 +286,13 @@ class RedisReplica:
 
     # ------------------------------------------------------------- sending
 
-    def _send(self, cmds, what, multi=False, expect=None, keys=None):
+    def _send(self, cmds, what, multi=False, expect=None, keys=None, lengths=()):
         """Send ``cmds`` (one MULTI/EXEC if ``multi``, under WATCH of the
         position: its entry must still say ``expect`` when given); any
         error reply stops replication, and so does a replica holding
-        more than ``keys`` keys (and the position) after it."""
+        more than ``keys`` keys (and the position) after it, or a stream
+        of ``lengths`` ((name, entries) as the store has them after
+        ``cmds``) with another length: something else wrote to it."""
         redis = _redis()
         if not cmds:
             return []
@@ -303,6 +308,8 @@ class RedisReplica:
                 p.multi()
             for c in cmds:
                 p.execute_command(*c)
+            for name, _ in lengths:
+                p.execute_command("XLEN", name)
             if multi:
                 p.execute_command("DBSIZE")
             res = p.execute(raise_on_error=False)
@@ -311,15 +318,33 @@ class RedisReplica:
                                % safe_url(self.url))
         except redis.ResponseError as e:
             raise ReplicaError("%s refused %s: %s" % (safe_url(self.url), what, e))
+        # the other writer first, the likely cause of a command refused
+        stop = self._diverged if multi else ReplicaError
+        for (name, n), got in zip(lengths, res[len(cmds):]):
+            if got != n:
+                raise stop("%s: stream %s has %s entries where the store has %d: something else writes to it"
+                           % (safe_url(self.url), _show(name), got, n))
+        if multi and keys is not None and not isinstance(res[-1], Exception):
+            if int(res[-1]) > keys + 1:
+                raise stop("%s holds keys the store does not have: something else writes to it" % safe_url(self.url))
         for c, x in zip(cmds, res):
             if isinstance(x, Exception):
                 shown = " ".join(_show(a) for a in c[:6]) + (" ..." if len(c) > 6 else "")
-                raise ReplicaError("%s refused %s during %s: %s" % (safe_url(self.url), shown, what, x))
-        if multi and keys is not None and not isinstance(res[-1], Exception):
-            if int(res[-1]) > keys + 1:
-                raise ReplicaError("%s holds keys the store does not have: something else writes to it"
-                                   % safe_url(self.url))
+                raise stop("%s refused %s during %s: %s" % (safe_url(self.url), shown, what, x))
         return res
+
+    def _diverged(self, why):
+        """The replica no longer equals the store after a MULTI/EXEC (Redis
+        applies the commands of a transaction that one of them fails; or
+        another writer): its position is marked so that the next start
+        copies the store to it again.  The ReplicaError to raise."""
+        st = {"log": self.log_id[0], "gen": self.log_id[1]} if self.log_id else {"log": "?"}
+        try:
+            self._send([self._position_command(st, DIVERGED, int(time.time() * 1000))], "marking the position")
+        except ReplicaError:
+            return ReplicaError(why)
+        return ReplicaError("%s (the next start copies the store to it again, a full sync: stop the other writer "
+                            "first)" % why)
 
     # ---------------------------------------------------------------- run
 
@@ -337,6 +362,7 @@ class RedisReplica:
             return True
         if recs:
             cmds = []
+            self.translator.touched.clear()
             try:
                 for _, _, raw in recs:
                     cmds += self.translator.record(changes.decode_record(raw)[1])
@@ -347,13 +373,27 @@ class RedisReplica:
                 return True
             seq, t = recs[-1][0], recs[-1][1]
             self._send(cmds + [self._position_command(st, seq, t)], "commits %d..%d" % (recs[0][0], seq),
-                       multi=True, expect=self.pos, keys=len(self.model.names))
+                       multi=True, expect=self.pos, keys=len(self.model.names), lengths=self._lengths())
             self.pos = seq
         now = time.monotonic()
         if self.acked != self.pos and now - self.acked_at >= ACK_S:
             changelog.ack(self.store, self.rid, self.pos)
             self.acked, self.acked_at = self.pos, now
         return sum(len(r[2]) for r in recs) >= BATCH_BYTES
+
+    def _lengths(self):
+        """(name, entries) of the streams this round changed, as the store
+        has them after it, checked on the replica in the round's
+        MULTI/EXEC (Redis has no version of a key: a length that differs
+        is the sign of another writer).  Not for a stream with a TTL: the
+        replica may expire it before the store's commit that does."""
+        m = self.model
+        out = []
+        for sid in sorted(self.translator.touched):
+            name, meta = m.names.get(sid), m.metas.get(sid)
+            if name is not None and meta is not None and meta.expire_at is None:
+                out.append((name, meta.length))
+        return out
 
     def run(self, cancel=None):
         """Replicate until interrupted (KeyboardInterrupt, or ``cancel``).

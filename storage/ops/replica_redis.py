@@ -145,6 +145,7 @@ class Translator:
         self.model = model
         self.caps = caps
         self.skipped = 0        # IDMP records that could not be sent (hashed names)
+        self.touched = set()    # the streams (sids) the records changed and kept, since the caller cleared it
 
     def _need(self, command, what):
         if command not in self.caps:
@@ -231,6 +232,7 @@ class Translator:
                 self._stream(sid, s, groups, consumers, out)
             elif sid in m.metas:
                 raise Diverged("stream number %d is not on the replica" % sid)
+        self.touched.update(per)
         return out
 
     # ------------------------------------------------------------ parsing

@@ -263,6 +263,65 @@ def test_a_redis_7_replica_is_stopped_with_the_command_and_version_it_lacks(tmp_
         store.close()
 
 
+def test_another_writer_to_a_replicated_stream_stops_the_replicator_and_the_documented_way_back_works(
+        tmp_path, redis7):
+    """An XADD by someone else to a stream the store has: the next round
+    that changes that stream finds its length wrong (checked in the same
+    MULTI/EXEC) and stops, saying so; the next start copies the store
+    again.  A command the replica refuses (an ID below another writer's)
+    does the same: Redis applied the rest of that MULTI/EXEC."""
+    r = client(redis7)
+    r.execute_command("FLUSHALL")
+    store = Store(str(tmp_path / "db"))
+    url = "redis://127.0.0.1:%d" % redis7
+    rep = RedisReplica(store, url)
+    try:
+        rep.open()
+        for i in range(2):
+            assert not isinstance(xs_call(store, "XADD", "s", "%d-1" % (i + 1), "f", "v"), Exception)
+            assert not isinstance(xs_call(store, "XADD", "other", "*", "f", "v"), Exception)
+        while rep.round():
+            pass
+        r.execute_command("XADD", "s", "2-5", "f", "not from the store")
+        assert not isinstance(xs_call(store, "XADD", "other", "*", "f", "v"), Exception)
+        while rep.round():                  # a stream the other writer left alone: nothing to see
+            pass
+        assert not isinstance(xs_call(store, "XADD", "s", "5-1", "f", "v"), Exception)
+        with pytest.raises(ReplicaError) as e:
+            while rep.round():
+                pass
+        text = str(e.value)
+        assert "stream s has 4 entries where the store has 3: something else writes to it" in text, text
+        assert "the next start copies the store to it again" in text, text
+        def same():
+            for key in ("s", "other"):
+                assert r.execute_command("XRANGE", key, "-", "+") == xs_call(store, "XRANGE", key, "-", "+")
+            assert r.execute_command("DBSIZE") == 3                       # and the position
+
+        for foreign, mine in ((("XADD", "s", "*", "f", "x"), ("XADD", "s", "7-1", "f", "v")),
+                              (("SET", "k", "v"), ("XADD", "other", "*", "f", "v"))):
+            rep.close()
+            said = []
+            rep = RedisReplica(store, url, say=said.append)        # started again: a full sync
+            rep.open()
+            assert "the replica differed from the store when replication last stopped" in said[-1], said
+            same()
+            r.execute_command(*foreign)
+            assert not isinstance(xs_call(store, *mine), Exception)
+            with pytest.raises(ReplicaError) as e:
+                while rep.round():
+                    pass
+            assert "something else writes to it" in str(e.value) or "refused XADD s 7-1" in str(e.value), e.value
+        rep.close()
+        rep = RedisReplica(store, url)
+        rep.open()
+        same()
+        assert r.execute_command("EXISTS", "k") == 0 and xs_call(store, "XLEN", "other") == 4
+    finally:
+        rep.close()
+        store.close()
+
+
 def _xs(db, *args, check=True, env=None):
     p = subprocess.run(XS + ["--db", str(db)] + [str(a) for a in args], cwd=ROOT, capture_output=True, timeout=120,
                        env=env)
