@@ -42,6 +42,7 @@ POSITION_KEY = b"__xs_replica__"
 ACK_S = 1.0                 # the position is acknowledged to the store at most this often
 BATCH_BYTES = 8 << 20       # records per round
 SYNC_CHUNK = 32 << 20       # payload bytes per pipeline of a full sync
+DEFAULT_MAX_BULK = 512 << 20  # Redis's proto-max-bulk-len, when CONFIG GET is refused
 DIVERGED = -2               # the position's seq after a round left the replica unlike the store (-1: a sync began)
 
 
@@ -83,6 +84,7 @@ class RedisReplica:
         self.acked, self.acked_at = None, 0.0
         self.server = ""
         self.caps = frozenset()
+        self.max_bulk = DEFAULT_MAX_BULK  # the server's proto-max-bulk-len: a bigger DUMP goes as commands
         self.store_id = None
         self.log_id = None
         self.by_commands = set()        # streams the last full sync built from commands
@@ -110,6 +112,11 @@ class RedisReplica:
             raise ReplicaError("%s runs %s; a replica needs Redis 7.0 or newer (XSETID ENTRIESADDED, XGROUP "
                                "CREATE ENTRIESREAD)" % (safe_url(self.url), name))
         self.server = name
+        try:                            # a managed server may refuse CONFIG: Redis's default then
+            got = r.execute_command("CONFIG", "GET", "proto-max-bulk-len")
+            self.max_bulk = int(got[1])
+        except (redis.RedisError, IndexError, ValueError):
+            self.max_bulk = DEFAULT_MAX_BULK
         from xstream_cli.bridge import _knows
         self.caps = frozenset(c for c in SINCE if _knows(r, c))
         self.r = r
@@ -223,9 +230,13 @@ class RedisReplica:
         plain = not meta.idmp_cfg and _no_nacks(lt, self.store.dbs, model, sid)
         if plain:
             payload = tx.dump_value(name)
-            self.by_commands.discard(name)
-            return [("RESTORE", name, meta.expire_at or 0, payload, "REPLACE") +
-                    (("ABSTTL",) if meta.expire_at else ())]
+            # a payload over the server's proto-max-bulk-len (512 MB by
+            # default) cannot be sent in one argument: by commands then
+            if len(payload) <= self.max_bulk:
+                self.by_commands.discard(name)
+                return [("RESTORE", name, meta.expire_at or 0, payload, "REPLACE") +
+                        (("ABSTTL",) if meta.expire_at else ())]
+            del payload
         ops = _creation_ops(lt, self.store.dbs, sid, meta, name)
         self.by_commands.add(name)      # laid out anew: its radix-tree-keys may differ from the store's
         tr = Translator(Model(), self.caps)

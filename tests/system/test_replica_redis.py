@@ -322,6 +322,36 @@ def test_another_writer_to_a_replicated_stream_stops_the_replicator_and_the_docu
         store.close()
 
 
+def test_a_stream_whose_dump_passes_the_server_s_bulk_limit_is_copied_by_commands(tmp_path, redis7):
+    """RESTORE takes the payload in one argument, which proto-max-bulk-len
+    bounds (512 MB by default; 1 MB here): a bigger stream is built by
+    commands instead, and the replica equals the store."""
+    r = client(redis7)
+    r.execute_command("FLUSHALL")
+    r.execute_command("CONFIG", "SET", "proto-max-bulk-len", "1mb")
+    store = Store(str(tmp_path / "db"))
+    rep = None
+    try:
+        rnd = random.Random(7)
+        for i in range(1200):                           # about 1.2 MB of values that do not compress
+            assert not isinstance(xs_call(store, "XADD", "big", "*", "v", rnd.randbytes(1000)), Exception)
+        assert not isinstance(xs_call(store, "XADD", "small", "*", "f", "v"), Exception)
+        assert not isinstance(xs_call(store, "XGROUP", "CREATE", "big", "g", "0"), Exception)
+        assert not isinstance(xs_call(store, "XREADGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", "big", ">"),
+                              Exception)
+        rep = RedisReplica(store, "redis://127.0.0.1:%d" % redis7)
+        rep.open()
+        assert rep.by_commands == {b"big"}
+        for key in (b"big", b"small"):
+            assert r.execute_command("XRANGE", key, "-", "+") == xs_call(store, "XRANGE", key, "-", "+")
+        assert r.execute_command("XPENDING", "big", "g") == xs_call(store, "XPENDING", "big", "g")
+    finally:
+        r.execute_command("CONFIG", "SET", "proto-max-bulk-len", "512mb")
+        if rep is not None:
+            rep.close()
+        store.close()
+
+
 def _xs(db, *args, check=True, env=None):
     p = subprocess.run(XS + ["--db", str(db)] + [str(a) for a in args], cwd=ROOT, capture_output=True, timeout=120,
                        env=env)
