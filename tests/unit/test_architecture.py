@@ -480,6 +480,25 @@ def test_every_wait_of_the_command_line_is_the_one_wait_loop():
                        "xstream_cli/redis_replica.py"}
 
 
+def test_one_method_decides_where_a_served_job_runs_and_one_flow_follows_it():
+    """Engine.run is the only way in to the engine's places (the calling
+    thread, the engine thread, the readers' thread) for the server's
+    connections and the in-process client, and a job's replies and a
+    blocked read's continuation are written in server/flow.py alone."""
+    for path, src in _sources("xstream_cli"):
+        if path in ("xstream_cli/server/engine.py", "xstream_cli/server/storelock.py"):
+            continue
+        for call in (".execute([", ".execute(box", ".submit(", ".read_heavy(", "hold_write("):
+            assert call not in src, (path, call)
+        if path != "xstream_cli/server/flow.py":
+            assert "(encode_replies(items, replies" not in src, path
+    routing = open(os.path.join(ROOT, "xstream_cli/server/routing.py")).read()
+    assert "engine.run(" in routing
+    for path in ("xstream_cli/server/reading.py", "xstream_cli/client.py"):
+        src = open(os.path.join(ROOT, path)).read()
+        assert "engine.run(" in src and "Flow(" in src, path
+
+
 def test_commands_run_in_batches_through_the_one_driver():
     """Script mode and xs serve run many commands in one transaction
     through xstream_cli.execution.batch alone: nothing else in the command
