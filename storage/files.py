@@ -7,9 +7,11 @@ with the POSIX locks on its bytes (the gate, the writer mark, stepping
 aside, xs's write lock: ``hold_write``).  Used by storage.opening and
 storage.store (opening a store, writing), storage.blocking and
 storage.consumers (notification and queue files), storage.changelog and
-storage.ops.compact; imports nothing of the engine but posixlock (and
-storage.atomicfile, below), so it sits below all of them.  What the rules are and why: storage.opening's
-docstring ("Private files", "The store lock").
+storage.ops.compact; imports nothing of the engine but posixlock (where a
+byte's lock holder is asked for or the writer mark taken: a one-shot read
+never does) and storage.atomicfile (below), so it sits below all of them.
+What the rules are and why: storage.opening's docstring ("Private
+files", "The store lock").
 
 Temporary files and atomic writes (``AtomicFile``, ``write_atomically``,
 ``temp_file``, ``sweep_temp``: the one way xs replaces a file) are
@@ -22,8 +24,6 @@ import errno
 import fcntl
 import os
 import stat
-
-from storage import posixlock
 
 if False:  # typing only: the names of storage.atomicfile given here (see __getattr__)
     from storage.atomicfile import STALE_TEMP_S, AtomicFile, sweep_temp, temp_file, write_atomically  # noqa: F401
@@ -233,6 +233,7 @@ def request_aside(lock_fd):
 def aside_requested(lock_fd):
     """Whether a compaction (another process) asks the store's users to
     step aside.  One fcntl(F_GETLK); False where that cannot be asked."""
+    from storage import posixlock
     return posixlock.holder(lock_fd, ASIDE_BYTE) is not None
 
 
@@ -319,6 +320,7 @@ _WRITER_BYTE = 1
 
 def _mark_writer(lock_fd):
     if lock_fd is not None and fcntl.fcntl(lock_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+        from storage import posixlock
         posixlock.hold_shared(lock_fd, _WRITER_BYTE)
 
 
@@ -326,6 +328,7 @@ def _no_writer(lock_fd, path, why):
     """Raise StoreError if a process has the store open for writing (a
     read without LMDB's lock table could then see pages being reused);
     ``why``: why this reader cannot write (_read_only)."""
+    from storage import posixlock
     pid = posixlock.holder(lock_fd, _WRITER_BYTE) if lock_fd is not None else None
     if pid is not None:
         raise StoreError("cannot read store %s without write access while process %d has it open for "

@@ -26,7 +26,6 @@ import time
 import lmdb
 
 from storage import codec
-from storage.blocking import notify
 from storage.codec.changes import META_CHANGELOG
 from storage.files import (  # noqa: F401 (re-exported: storage.store's names before storage.files)
     STORE_LOCK,
@@ -64,6 +63,13 @@ if False:  # typing only (not imported at run time)
     T = TypeVar("T")
 
 READER_CHECK_S = 10.0     # a long-running process clears dead readers' slots this often
+
+
+def _notify(store: "Store", names: "Any") -> None:
+    """storage.blocking.notify, imported by the first commit that changed
+    a stream: a read never needs the module."""
+    from storage.blocking import notify
+    notify(store, names)
 
 
 class Store:
@@ -248,7 +254,7 @@ class Store:
                 lt.abort()
                 raise
             if tx.changed:
-                notify(self, tx.changed)
+                _notify(self, tx.changed)
             return result
 
     def _failure(self, e, write, batch):
@@ -419,7 +425,7 @@ class _TxnContext:
                 except lmdb.Error as e:
                     raise StoreFailure(self.store._failure(e, True, None))
                 if self.tx.changed:
-                    notify(self.store, self.tx.changed)
+                    _notify(self.store, self.tx.changed)
             else:
                 self.lt.abort()
         finally:

@@ -43,6 +43,7 @@ def run_one(g, argv):
         bad = e                         # answered as often as -r asks, as redis-cli does, with no store opened
     if bad is None and cmd.blocking and not cmd.write and args[0].block is not None \
             and not context.store_exists(g):
+        gc_resume()                         # before a wait that may be long
         try:
             args = _await_store(g, args)    # XREAD BLOCK before the first write: wait for the store
         except KeyboardInterrupt:
@@ -54,6 +55,7 @@ def run_one(g, argv):
     if bad is None:
         from xstream_cli.execution.session import open_session
         s = open_session(g, mode, write=opens_for_writing(cmd, args), create=cmd.write)
+    gc_resume()
     repeat = g.repeat or 1
     status = EXIT_OK
     while True:
@@ -95,6 +97,16 @@ def run_one(g, argv):
                 time.sleep(g.interval)
             except KeyboardInterrupt:
                 return EXIT_INTERRUPTED
+
+
+def gc_resume():
+    """Resume the cyclic garbage collector, which ``xs`` pauses while it
+    starts (xstream_cli.__main__.entry): the imports allocate enough to
+    run it a score of times for nothing (about 1 ms of a one-shot
+    command).  Called before a command runs (its objects are collected as
+    in any Python program) and by every other way xs runs."""
+    import gc
+    gc.enable()
 
 
 def die_of_sigint():

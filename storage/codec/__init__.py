@@ -53,26 +53,71 @@ The layouts live in five modules, all re-exported here (``codec.X``):
 ``keys`` (versions, databases, integers, IDs, name keys, meta),
 ``entries`` (entries, shapes, nodes), ``state`` (stream, group and
 consumer records, the PEL, idempotency) and ``snapshot`` (the snapshot
-file's frames, loaded on first use: a one-shot command never needs it).
-``rdb`` holds Redis's own serialization (DUMP / RESTORE payloads, RDB
-files; loaded on first use too).
+file's frames).  ``rdb`` holds Redis's own serialization (DUMP / RESTORE
+payloads, RDB files).  Each is imported on the first use of one of its
+names (``__getattr__`` below; the name is then an attribute of this
+module like any other): a one-shot ``xs XLEN`` never loads ``entries``,
+nor anything but ``keys`` and ``state``.
 
 Who imports it: every layer of storage that reads or writes the store
 (parts, verbs, migrate, ops, spark) and the renderers (``Entries``).
 It imports nothing of xs but itself.
 """
-from storage.codec.entries import *  # noqa: F403
-from storage.codec.keys import *  # noqa: F403
-from storage.codec.state import *  # noqa: F403
+if False:  # typing only (not imported at run time): the names __getattr__ gives
+    from storage.codec.entries import *  # noqa: F403
+    from storage.codec.keys import *  # noqa: F403
+    from storage.codec.state import *  # noqa: F403
+
+import sys
+
+_SUBMODULES = ("keys", "entries", "state", "changes", "snapshot", "rdb")
+
+
+def _exporter(name):
+    """The module of ``state``, ``keys`` and ``entries`` that exports
+    ``name`` (as ``from <module> import *`` would): state's names first,
+    then keys', then entries' (the order in which the three star imports
+    this module used to make overrode one another); or None.  Imports
+    them in that order until one has it."""
+    for sub in ("state", "keys", "entries"):
+        m = _submodule(sub)
+        if name in m.__dict__:
+            return m
+    return None
 
 
 def __getattr__(name):
-    """The snapshot file's layouts and Redis's serialization (``rdb``),
-    imported on first use."""
+    """A name of the layouts, importing the module that holds it on first
+    use: the snapshot file's (``snap_``, ``SNAP_``), Redis's serialization
+    (``rdb_``, ``RDB_``, ``Rdb``), else state's, keys' and entries'."""
     if name.startswith(("snap_", "SNAP_")):
-        from storage.codec import snapshot
-        return getattr(snapshot, name)
+        return getattr(_submodule("snapshot"), name)
     if name.startswith(("rdb_", "RDB_", "Rdb")):        # DUMP / RESTORE, RDB files (issue 26)
-        from storage.codec import rdb
-        return getattr(rdb, name)
+        return getattr(_submodule("rdb"), name)
+    if name in _SUBMODULES:
+        return _submodule(name)
+    if not name.startswith("_"):
+        m = _exporter(name)
+        if m is not None:
+            value = globals()[name] = m.__dict__[name]
+            return value
     raise AttributeError("module 'storage.codec' has no attribute %r" % name)
+
+
+def _submodule(name):
+    """The submodule ``name``, imported.  By its full name, as ``from
+    storage.codec import keys`` would ask this module's __getattr__ for
+    ``keys`` first."""
+    if name == "keys":
+        import storage.codec.keys
+    elif name == "entries":
+        import storage.codec.entries
+    elif name == "state":
+        import storage.codec.state
+    elif name == "changes":
+        import storage.codec.changes
+    elif name == "snapshot":
+        import storage.codec.snapshot
+    else:
+        import storage.codec.rdb  # noqa: F401
+    return sys.modules["storage.codec." + name]

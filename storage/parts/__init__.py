@@ -23,26 +23,33 @@ other parts (tests/unit/test_architecture.py).  Who imports them: the verbs,
 """
 from storage import codec
 from storage.parts.kv import KV
-from storage.parts.log import EntryLog
 from storage.parts.stream_table import StreamTable
 
 
 class Parts:
-    """Every part, over one transaction.  ``kv``, ``streams`` and ``log``
-    are made at once; the group-side parts (``groups``, ``pel``,
-    ``refs``) and ``idmp`` on first use, so a one-shot stream command
-    does not import them."""
+    """Every part, over one transaction.  ``kv`` and ``streams`` are made
+    at once; the entries (``log``), the group-side parts (``groups``,
+    ``pel``, ``refs``) and ``idmp`` on first use, so a one-shot command
+    does not import what it does not use (XLEN: no entries)."""
 
-    __slots__ = ("kv", "streams", "log", "now", "dirty", "_idmp", "_groups", "_pel", "_refs", "_expiry")
+    __slots__ = ("kv", "streams", "now", "dirty", "_log", "_tails", "_idmp", "_groups", "_pel", "_refs",
+                 "_expiry")
 
     def __init__(self, lt, dbs, now, tails=None):
         kv = self.kv = KV(lt, dbs)
         self.streams = StreamTable(kv, now)
-        self.log = EntryLog(kv, tails)     # tails: the transaction's node cache
         self.now = now            # the verb's clock reading, ms
         self.dirty = 0            # changes the verb made, as Redis's commands add them to server.dirty
                                   # (INFO rdb_changes_since_last_save); consumers made are counted apart
-        self._idmp = self._groups = self._pel = self._refs = self._expiry = None
+        self._tails = tails       # the transaction's node cache, for the log
+        self._log = self._idmp = self._groups = self._pel = self._refs = self._expiry = None
+
+    @property
+    def log(self):
+        if self._log is None:
+            from storage.parts.log import EntryLog
+            self._log = EntryLog(self.kv, self._tails)
+        return self._log
 
     @property
     def idmp(self):

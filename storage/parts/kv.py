@@ -17,7 +17,7 @@ and their final values logged once, at commit; its range deletes are
 logged in place.  Nothing else in the engine writes to the
 store, so the log is complete by construction.
 """
-from functools import partial
+from _functools import partial  # the C class functools re-exports, without functools' own imports (types ...)
 from itertools import islice
 
 from storage.codec import prefix_end

@@ -13,7 +13,6 @@ from operator import itemgetter
 from storage import codec, errors
 from storage.ids import MAX_ID, MIN_ID, U64, incr
 from storage.options import raise_deferred
-from storage.parts.log import no_cycle_collection
 
 _first, _second = itemgetter(0), itemgetter(1)
 
@@ -70,6 +69,7 @@ def add_auto_many(p, items):
     what follows).  The cyclic collector is paused throughout (see
     storage.parts.log.no_cycle_collection): the IDs made here die with
     the call."""
+    from storage.parts.log import no_cycle_collection
     with no_cycle_collection():
         return _add_auto_many(p, items)
 

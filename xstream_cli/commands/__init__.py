@@ -11,25 +11,57 @@ The table is also what the man pages, the completions and the README's
 command table are generated from (tools/gen_docs.py).
 """
 from storage import errors
-from xstream_cli.commands import groups as g
-from xstream_cli.commands import keyspace as k
-from xstream_cli.commands import reading as r
-from xstream_cli.commands import streams as s
+
+# The modules of the parsers and run functions, imported when a command of
+# theirs is first used: a one-shot ``xs XLEN`` loads streams.py alone.
+S, R, G, K = "streams", "reading", "groups", "keyspace"
+
+
+def _module(where):
+    """The module of the commands ``where`` (S, R, G or K) names."""
+    if where == S:
+        from xstream_cli.commands import streams as m
+    elif where == R:
+        from xstream_cli.commands import reading as m
+    elif where == G:
+        from xstream_cli.commands import groups as m
+    else:
+        from xstream_cli.commands import keyspace as m
+    return m
 
 
 class Command:
-    """One Redis command (or subcommand) xs implements."""
-    __slots__ = ("name", "arity", "parse", "run", "write", "verb", "blocking", "prepare")
+    """One Redis command (or subcommand) xs implements.
 
-    def __init__(self, name, arity, parse, run, write, verb, blocking=False, prepare=None):
+    ``parse``, ``run`` and ``prepare`` are functions of one module of
+    this package, named in the table and looked up on first use."""
+    __slots__ = ("name", "arity", "parse", "run", "write", "verb", "blocking", "prepare", "_where")
+
+    def __init__(self, name, arity, where, parse, run, write, verb, blocking=False, prepare=None):
         self.name = name          # Redis's full name: "xadd", "xgroup|create"
         self.arity = arity        # Redis arity: n exact, -n at least n
-        self.parse = parse        # fn(argv) -> the verb's arguments (a tuple)
-        self.run = run            # fn(tx, *arguments) -> reply value
         self.write = write        # needs a write transaction
         self.verb = verb          # the Txn method(s) it calls (for the docs)
         self.blocking = blocking  # may wait (BLOCK): its one argument is ReadOptions
-        self.prepare = prepare    # fn(tx, *arguments) -> arguments, before waiting
+        # in module ``where``: parse: fn(argv) -> the verb's arguments (a
+        # tuple); run: fn(tx, *arguments) -> reply value; prepare (or
+        # None): fn(tx, *arguments) -> arguments, before waiting
+        self._where = (where, parse, run, prepare)
+
+    def __getattr__(self, attr):
+        """``parse``, ``run`` and ``prepare`` on first use."""
+        if attr not in ("parse", "run", "prepare"):
+            raise AttributeError(attr)
+        self.load()
+        return getattr(self, attr)
+
+    def load(self):
+        """Set ``parse``, ``run`` and ``prepare`` (importing their module)."""
+        where, parse, run, prepare = self._where
+        m = _module(where)
+        self.parse = getattr(m, parse)
+        self.run = getattr(m, run)
+        self.prepare = None if prepare is None else getattr(m, prepare)
 
     @property
     def grammar(self):
@@ -39,78 +71,97 @@ class Command:
         return " ".join(doc.split("\n\n")[0].split())
 
 
-def _c(name, arity, parse, run, write, verb, **kw):
-    return Command(name, arity, parse, run, write, verb, **kw)
+_c = Command
 
 
-COMMANDS = {
-    b"XADD": _c("xadd", -5, s.parse_xadd, s.xadd, True, "add"),
-    b"XRANGE": _c("xrange", -4, s.parse_xrange, s.xrange, False, "range"),
-    b"XREVRANGE": _c("xrevrange", -4, s.parse_xrevrange, s.xrange, False, "range"),
-    b"XLEN": _c("xlen", 2, s.parse_xlen, s.xlen, False, "length"),
-    b"XDEL": _c("xdel", -3, s.parse_xdel, s.xdel, True, "delete_entries"),
-    b"XDELEX": _c("xdelex", -5, s.parse_xdelex, s.xdelex, True, "delete_entries_ex"),
-    b"XTRIM": _c("xtrim", -4, s.parse_xtrim, s.xtrim, True, "trim"),
-    b"XSETID": _c("xsetid", -3, s.parse_xsetid, s.xsetid, True, "set_id"),
-    b"XCFGSET": _c("xcfgset", -2, s.parse_xcfgset, s.xcfgset, True, "configure_idmp"),
-    b"XIDMPRECORD": _c("xidmprecord", 5, s.parse_xidmprecord, s.xidmprecord, True, "record_idmp"),
-    b"XREAD": _c("xread", -4, r.parse_xread, r.xread, False, "read_streams",
-                 blocking=True, prepare=r.prepare_xread),
-    b"XREADGROUP": _c("xreadgroup", -7, r.parse_xreadgroup, r.xreadgroup, True, "read_group", blocking=True),
-    b"XACK": _c("xack", -4, g.parse_xack, g.xack, True, "ack"),
-    b"XACKDEL": _c("xackdel", -6, g.parse_xackdel, g.xackdel, True, "ack_delete"),
-    b"XNACK": _c("xnack", -7, g.parse_xnack, g.xnack, True, "nack"),
-    b"XPENDING": _c("xpending", -3, g.parse_xpending, g.xpending, False, "pending_summary / pending_range"),
-    b"XCLAIM": _c("xclaim", -6, g.parse_xclaim, g.xclaim, True, "claim"),
-    b"XAUTOCLAIM": _c("xautoclaim", -6, g.parse_xautoclaim, g.xautoclaim, True, "autoclaim"),
-    b"DEL": _c("del", -2, k.parse_del, k.del_, True, "delete_keys"),
-    b"UNLINK": _c("unlink", -2, k.parse_unlink, k.del_, True, "delete_keys"),
-    b"EXISTS": _c("exists", -2, k.parse_exists, k.exists, False, "exists"),
-    b"TYPE": _c("type", 2, k.parse_type, k.type_, False, "key_type"),
-    b"KEYS": _c("keys", 2, k.parse_keys, k.keys, False, "keys"),
-    b"SCAN": _c("scan", -2, k.parse_scan, k.scan, False, "scan"),
-    b"RENAME": _c("rename", 3, k.parse_rename, k.rename, True, "rename"),
-    b"COPY": _c("copy", -3, k.parse_copy, k.copy, True, "copy"),
+_COMMANDS = {
+    b"XADD": _c("xadd", -5, S, "parse_xadd", "xadd", True, "add"),
+    b"XRANGE": _c("xrange", -4, S, "parse_xrange", "xrange", False, "range"),
+    b"XREVRANGE": _c("xrevrange", -4, S, "parse_xrevrange", "xrange", False, "range"),
+    b"XLEN": _c("xlen", 2, S, "parse_xlen", "xlen", False, "length"),
+    b"XDEL": _c("xdel", -3, S, "parse_xdel", "xdel", True, "delete_entries"),
+    b"XDELEX": _c("xdelex", -5, S, "parse_xdelex", "xdelex", True, "delete_entries_ex"),
+    b"XTRIM": _c("xtrim", -4, S, "parse_xtrim", "xtrim", True, "trim"),
+    b"XSETID": _c("xsetid", -3, S, "parse_xsetid", "xsetid", True, "set_id"),
+    b"XCFGSET": _c("xcfgset", -2, S, "parse_xcfgset", "xcfgset", True, "configure_idmp"),
+    b"XIDMPRECORD": _c("xidmprecord", 5, S, "parse_xidmprecord", "xidmprecord", True, "record_idmp"),
+    b"XREAD": _c("xread", -4, R, "parse_xread", "xread", False, "read_streams",
+                 blocking=True, prepare="prepare_xread"),
+    b"XREADGROUP": _c("xreadgroup", -7, R, "parse_xreadgroup", "xreadgroup", True, "read_group", blocking=True),
+    b"XACK": _c("xack", -4, G, "parse_xack", "xack", True, "ack"),
+    b"XACKDEL": _c("xackdel", -6, G, "parse_xackdel", "xackdel", True, "ack_delete"),
+    b"XNACK": _c("xnack", -7, G, "parse_xnack", "xnack", True, "nack"),
+    b"XPENDING": _c("xpending", -3, G, "parse_xpending", "xpending", False, "pending_summary / pending_range"),
+    b"XCLAIM": _c("xclaim", -6, G, "parse_xclaim", "xclaim", True, "claim"),
+    b"XAUTOCLAIM": _c("xautoclaim", -6, G, "parse_xautoclaim", "xautoclaim", True, "autoclaim"),
+    b"DEL": _c("del", -2, K, "parse_del", "del_", True, "delete_keys"),
+    b"UNLINK": _c("unlink", -2, K, "parse_unlink", "del_", True, "delete_keys"),
+    b"EXISTS": _c("exists", -2, K, "parse_exists", "exists", False, "exists"),
+    b"TYPE": _c("type", 2, K, "parse_type", "type_", False, "key_type"),
+    b"KEYS": _c("keys", 2, K, "parse_keys", "keys", False, "keys"),
+    b"SCAN": _c("scan", -2, K, "parse_scan", "scan", False, "scan"),
+    b"RENAME": _c("rename", 3, K, "parse_rename", "rename", True, "rename"),
+    b"COPY": _c("copy", -3, K, "parse_copy", "copy", True, "copy"),
     # key expiry
-    b"EXPIRE": _c("expire", -3, k.parse_expire, k.expire, True, "expire"),
-    b"PEXPIRE": _c("pexpire", -3, k.parse_pexpire, k.expire, True, "expire"),
-    b"EXPIREAT": _c("expireat", -3, k.parse_expireat, k.expire, True, "expire"),
-    b"PEXPIREAT": _c("pexpireat", -3, k.parse_pexpireat, k.expire, True, "expire"),
-    b"TTL": _c("ttl", 2, k.parse_ttl, k.ttl, False, "expire_time"),
-    b"PTTL": _c("pttl", 2, k.parse_pttl, k.ttl, False, "expire_time"),
-    b"EXPIRETIME": _c("expiretime", 2, k.parse_expiretime, k.ttl, False, "expire_time"),
-    b"PEXPIRETIME": _c("pexpiretime", 2, k.parse_pexpiretime, k.ttl, False, "expire_time"),
-    b"PERSIST": _c("persist", 2, k.parse_persist, k.persist, True, "persist"),
+    b"EXPIRE": _c("expire", -3, K, "parse_expire", "expire", True, "expire"),
+    b"PEXPIRE": _c("pexpire", -3, K, "parse_pexpire", "expire", True, "expire"),
+    b"EXPIREAT": _c("expireat", -3, K, "parse_expireat", "expire", True, "expire"),
+    b"PEXPIREAT": _c("pexpireat", -3, K, "parse_pexpireat", "expire", True, "expire"),
+    b"TTL": _c("ttl", 2, K, "parse_ttl", "ttl", False, "expire_time"),
+    b"PTTL": _c("pttl", 2, K, "parse_pttl", "ttl", False, "expire_time"),
+    b"EXPIRETIME": _c("expiretime", 2, K, "parse_expiretime", "ttl", False, "expire_time"),
+    b"PEXPIRETIME": _c("pexpiretime", 2, K, "parse_pexpiretime", "ttl", False, "expire_time"),
+    b"PERSIST": _c("persist", 2, K, "parse_persist", "persist", True, "persist"),
     # DUMP / RESTORE: Redis's serialization (issue 26, item 7)
-    b"DUMP": _c("dump", 2, k.parse_dump, k.dump, False, "dump_value"),
-    b"RESTORE": _c("restore", -4, k.parse_restore, k.restore, True, "restore_value"),
+    b"DUMP": _c("dump", 2, K, "parse_dump", "dump", False, "dump_value"),
+    b"RESTORE": _c("restore", -4, K, "parse_restore", "restore", True, "restore_value"),
 }
 
-SUBCOMMANDS = {
+_SUBCOMMANDS = {
     b"XGROUP": {
-        b"CREATE": _c("xgroup|create", -5, g.parse_xgroup_create, g.xgroup_create, True, "create_group"),
-        b"SETID": _c("xgroup|setid", -5, g.parse_xgroup_setid, g.xgroup_setid, True, "set_group_id"),
-        b"DESTROY": _c("xgroup|destroy", 4, g.parse_xgroup_destroy, g.xgroup_destroy, True, "destroy_group"),
-        b"CREATECONSUMER": _c("xgroup|createconsumer", 5, g.parse_xgroup_createconsumer,
-                              g.xgroup_createconsumer, True, "create_consumer"),
-        b"DELCONSUMER": _c("xgroup|delconsumer", 5, g.parse_xgroup_delconsumer, g.xgroup_delconsumer, True,
+        b"CREATE": _c("xgroup|create", -5, G, "parse_xgroup_create", "xgroup_create", True, "create_group"),
+        b"SETID": _c("xgroup|setid", -5, G, "parse_xgroup_setid", "xgroup_setid", True, "set_group_id"),
+        b"DESTROY": _c("xgroup|destroy", 4, G, "parse_xgroup_destroy", "xgroup_destroy", True, "destroy_group"),
+        b"CREATECONSUMER": _c("xgroup|createconsumer", 5, G, "parse_xgroup_createconsumer", "xgroup_createconsumer",
+                              True, "create_consumer"),
+        b"DELCONSUMER": _c("xgroup|delconsumer", 5, G, "parse_xgroup_delconsumer", "xgroup_delconsumer", True,
                            "delete_consumer"),
-        b"HELP": _c("xgroup|help", 2, g.parse_xgroup_help, g.xgroup_help, False, "-"),
+        b"HELP": _c("xgroup|help", 2, G, "parse_xgroup_help", "xgroup_help", False, "-"),
     },
     b"CONFIG": {
-        b"GET": _c("config|get", -3, k.parse_config_get, k.config_get, False, "settings"),
-        b"SET": _c("config|set", -4, k.parse_config_set, k.config_set, True, "configure"),
+        b"GET": _c("config|get", -3, K, "parse_config_get", "config_get", False, "settings"),
+        b"SET": _c("config|set", -4, K, "parse_config_set", "config_set", True, "configure"),
     },
     b"XINFO": {
-        b"STREAM": _c("xinfo|stream", -3, s.parse_xinfo_stream, s.xinfo_stream, False, "stream_info"),
-        b"GROUPS": _c("xinfo|groups", 3, s.parse_xinfo_groups, s.xinfo_groups, False, "groups_info"),
-        b"CONSUMERS": _c("xinfo|consumers", 4, s.parse_xinfo_consumers, s.xinfo_consumers, False,
+        b"STREAM": _c("xinfo|stream", -3, S, "parse_xinfo_stream", "xinfo_stream", False, "stream_info"),
+        b"GROUPS": _c("xinfo|groups", 3, S, "parse_xinfo_groups", "xinfo_groups", False, "groups_info"),
+        b"CONSUMERS": _c("xinfo|consumers", 4, S, "parse_xinfo_consumers", "xinfo_consumers", False,
                          "consumers_info"),
-        b"HELP": _c("xinfo|help", 2, s.parse_xinfo_help, s.xinfo_help, False, "-"),
+        b"HELP": _c("xinfo|help", 2, S, "parse_xinfo_help", "xinfo_help", False, "-"),
     },
 }
 
-NAMES = set(COMMANDS) | set(SUBCOMMANDS)
+NAMES = set(_COMMANDS) | set(_SUBCOMMANDS)
+
+
+def __getattr__(name):
+    """``COMMANDS`` (name -> Command) and ``SUBCOMMANDS`` (name -> its
+    subcommands' Commands), every command's functions loaded: the table
+    as the docs, the prompt, script mode and xs serve use it (xs serve
+    imports them all at start, not at a command's first use).  The
+    one-shot path asks ``lookup`` for one command instead."""
+    if name in ("COMMANDS", "SUBCOMMANDS"):
+        for cmd in _every():
+            cmd.load()
+        globals()["COMMANDS"], globals()["SUBCOMMANDS"] = _COMMANDS, _SUBCOMMANDS
+        return globals()[name]
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _every():
+    yield from _COMMANDS.values()
+    for subs in _SUBCOMMANDS.values():
+        yield from subs.values()
 
 
 def _arity_ok(arity, n):
@@ -121,9 +172,9 @@ def lookup(argv):
     """The Command for ``argv`` (bytes, argv[0] the name); raises the
     Redis error for an unknown command, subcommand or a wrong arity."""
     name = argv[0].upper()
-    cmd = COMMANDS.get(name)
+    cmd = _COMMANDS.get(name)
     if cmd is None:
-        subs = SUBCOMMANDS.get(name)
+        subs = _SUBCOMMANDS.get(name)
         if subs is None:
             raise errors.unknown_command(argv[0], argv[1:])
         if len(argv) < 2:
@@ -143,9 +194,9 @@ def help_request(argv):
     if argv[-1] not in (b"--help", b"-h"):
         return None
     name = argv[0].upper()
-    cmd = COMMANDS.get(name)
+    cmd = _COMMANDS.get(name)
     if cmd is None:
-        subs = SUBCOMMANDS.get(name)
+        subs = _SUBCOMMANDS.get(name)
         if subs is None:
             return None
         if len(argv) == 2:                      # XGROUP --help

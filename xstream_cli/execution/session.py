@@ -21,8 +21,6 @@ from storage import errors
 from storage.errors import RedisError
 from xstream_cli.commands import lookup
 from xstream_cli.execution import run_command
-from xstream_cli.execution.batch import FATAL
-from xstream_cli.execution.blocked import waits
 from xstream_cli.output.render import RENDERERS
 
 _STREAMED = frozenset(("xrange", "xrevrange", "xread", "xreadgroup"))     # xstream_cli.execution.streamed
@@ -125,11 +123,13 @@ class Session:
             args, r = self.store.run(lambda tx: run_command(tx, cmd, args), write=cmd.write)
         except RedisError as e:
             return e
-        except FATAL:
-            raise
-        except Exception as e:     # a bug: the transaction was aborted
-            return errors.internal(e)
-        if r is None:
+        except Exception as e:
+            from xstream_cli.execution.batch import FATAL  # on this path only: a one-shot command never loads batch
+            if isinstance(e, FATAL):
+                raise
+            return errors.internal(e)      # a bug: the transaction was aborted
+        if r is None and cmd.blocking:
+            from xstream_cli.execution.blocked import waits
             w = waits(cmd, args)
             if w is not None:
                 return self.block(cmd, args, w)

@@ -10,14 +10,31 @@ here are the one place that decides how stored bytes are shown on a
 terminal (pretty output and ``xs tail``): control characters, ESC, DEL,
 C1 controls and bytes that are not UTF-8 are escaped, never written raw.
 """
-from storage.codec import Entries
+import sys
+
 from storage.errors import RedisError
 from xstream_cli.output.reply import Map, Status, entry_rows
+
+# storage.codec.Entries (the engine's entries of a range, rendered without
+# a list of rows) once storage.codec.entries is loaded, which a one-shot
+# command that reads no entries (XLEN) never does; before that no reply
+# can hold one, and None is no reply's type.  Each renderer binds it
+# (_bind_entries) while it is None.
+Entries = None
+
+
+def _bind_entries():
+    global Entries
+    m = sys.modules.get("storage.codec.entries")
+    if m is not None:
+        Entries = m.Entries
 
 # --------------------------------------------------------------------- raw
 
 
 def raw(reply):
+    if Entries is None:
+        _bind_entries()
     if type(reply) is Entries:
         text = reply.text()
         if text is not None:
@@ -71,37 +88,48 @@ def _raw(r, out, fast=True):
 
 # ------------------------------------------------------------------- no-raw
 
-_REPR = {}
-for _b in range(256):
-    if _b == 92:
-        _REPR[_b] = b"\\\\"
-    elif _b == 34:
-        _REPR[_b] = b'\\"'
-    elif _b == 10:
-        _REPR[_b] = b"\\n"
-    elif _b == 13:
-        _REPR[_b] = b"\\r"
-    elif _b == 9:
-        _REPR[_b] = b"\\t"
-    elif _b == 7:
-        _REPR[_b] = b"\\a"
-    elif _b == 8:
-        _REPR[_b] = b"\\b"
-    elif 32 <= _b <= 126:
-        _REPR[_b] = bytes([_b])
-    else:
-        _REPR[_b] = b"\\x%02x" % _b
-_SAFE = frozenset(b for b in range(32, 127) if b not in (92, 34))
+_REPR = None       # byte -> its text in a quoted string; with _SAFE, made by the first quote()
+_SAFE = None
+
+
+def _quote_tables():
+    global _REPR, _SAFE
+    rep = {}
+    for b in range(256):
+        if b == 92:
+            rep[b] = b"\\\\"
+        elif b == 34:
+            rep[b] = b'\\"'
+        elif b == 10:
+            rep[b] = b"\\n"
+        elif b == 13:
+            rep[b] = b"\\r"
+        elif b == 9:
+            rep[b] = b"\\t"
+        elif b == 7:
+            rep[b] = b"\\a"
+        elif b == 8:
+            rep[b] = b"\\b"
+        elif 32 <= b <= 126:
+            rep[b] = bytes([b])
+        else:
+            rep[b] = b"\\x%02x" % b
+    _REPR = rep
+    _SAFE = frozenset(b for b in range(32, 127) if b not in (92, 34))
 
 
 def quote(b):
     """sdscatrepr: a bulk string as redis-cli shows it."""
+    if _SAFE is None:
+        _quote_tables()
     if all(c in _SAFE for c in b):
         return b'"' + b + b'"'
     return b'"' + b"".join(_REPR[c] for c in b) + b'"'
 
 
 def noraw(reply):
+    if Entries is None:
+        _bind_entries()
     out = []
     _noraw(reply, b"", out)
     return b"".join(out)
@@ -180,6 +208,8 @@ def _key(k):
 
 def to_jsonable(r):
     """Reply -> plain Python (str/int/None/list/dict), RESP3 shape."""
+    if Entries is None:
+        _bind_entries()
     t = type(r)
     if t is bytes:
         return _text(r)
@@ -241,6 +271,8 @@ def jsonl(reply, argv=None):
     range), one JSON line each in the shape of xs export; a nil reply of
     those prints nothing; every other reply is one JSON document, as
     --json."""
+    if Entries is None:
+        _bind_entries()
     name = argv[0].upper() if argv else None
     t = type(reply)
     if name in _RANGES and len(argv) > 1 and (t is Entries or (t is list and all(map(_is_entry, reply)))):
