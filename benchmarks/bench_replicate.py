@@ -7,11 +7,15 @@
    --serve-batch commands, each in its own savepoint, off vs on.
    Off and on are measured side by side, a transaction each in turn
    (``interleaved``): on a shared machine, runs one after the other
-   differ by more than the log costs.
+   differ by more than the log costs.  Each gives the on/off ratio of
+   rates (the median of --repeat runs, and their range) and of CPU time
+   (the process's, the kernel's part included): the ratio of rates if
+   waiting for the disk cost nothing, steadier where others share it.
 3. The lag of xs replicate --to DIR under a steady --rate entries/s
    (commits of --batch entries): lag in seconds and commits, sampled.
 
     python benchmarks/bench_replicate.py [--entries N] [--rate R] [--seconds S]
+                                         [--repeat K] [--only ingest|serve|lag]
 """
 import argparse
 import os
@@ -57,32 +61,43 @@ def interleaved(txn, tmp, n, batch):
     stores = {on: Store(os.path.join(d, "on" if on else "off")) for on in (False, True)}
     changelog.enable(stores[True], "bench")
     spent = {False: 0.0, True: 0.0}
+    cpu = {False: 0.0, True: 0.0}
     done = 0
     try:
         while done < n:
             k = min(batch, n - done)
             for on in ((False, True) if (done // batch) % 2 == 0 else (True, False)):
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 txn(stores[on], k)
                 spent[on] += time.perf_counter() - t0
+                cpu[on] += time.process_time() - c0
             done += k
     finally:
         for s in stores.values():
             s.close()
         shutil.rmtree(d)
-    return n / spent[False], n / spent[True]
+    return n / spent[False], n / spent[True], cpu[False] / cpu[True]
 
 
 def best(txn, tmp, repeat, n, batch):
-    """The best rate of ``repeat`` interleaved runs for each side, and
-    the median of the runs' on/off ratios."""
+    """The best rate of ``repeat`` interleaved runs for each side, the
+    runs' on/off ratios of rates, sorted, and of CPU time (off's CPU
+    time over on's: the ratio of rates if the disk cost nothing)."""
     off = on = 0.0
-    ratios = []
+    ratios, cpu = [], []
     for _ in range(repeat):
-        a, b = interleaved(txn, tmp, n, batch)
+        a, b, c = interleaved(txn, tmp, n, batch)
         off, on = max(off, a), max(on, b)
         ratios.append(b / a)
-    return off, on, sorted(ratios)[len(ratios) // 2]
+        cpu.append(c)
+    return off, on, sorted(ratios), sorted(cpu)
+
+
+def _ratios(rs, cpu):
+    """The median on/off ratios of the runs, and their ranges."""
+    return ("on/off %.3f (median of %d side-by-side runs; range %.3f-%.3f); CPU time %.3f (%.3f-%.3f)"
+            % (rs[len(rs) // 2], len(rs), rs[0], rs[-1], cpu[len(cpu) // 2], cpu[0], cpu[-1]))
 
 
 def lag(tmp, rate, batch, seconds):
@@ -146,17 +161,22 @@ def main():
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--lag-batch", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--only", choices=("ingest", "serve", "lag"), help="run one of the three measures")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-replicate-")
     try:
-        off, on, ratio = best(_ingest_txn, tmp, a.repeat, a.entries, a.batch)
-        print("bulk ingest, %d entries, %d a transaction (durable):" % (a.entries, a.batch))
-        print("  log off %10.0f entries/s" % off)
-        print("  log on  %10.0f entries/s   on/off %.3f (median of %d side-by-side runs)" % (on, ratio, a.repeat))
-        off, on, ratio = best(_served_txn, tmp, a.repeat, a.serve_entries, a.serve_batch)
-        print("XADD as xs serve runs it, %d per group commit, a savepoint each (durable):" % a.serve_batch)
-        print("  log off %10.0f XADD/s" % off)
-        print("  log on  %10.0f XADD/s   on/off %.3f (median of %d side-by-side runs)" % (on, ratio, a.repeat))
+        if a.only in (None, "ingest"):
+            off, on, rs, cpu = best(_ingest_txn, tmp, a.repeat, a.entries, a.batch)
+            print("bulk ingest, %d entries, %d a transaction (durable):" % (a.entries, a.batch))
+            print("  log off %10.0f entries/s" % off)
+            print("  log on  %10.0f entries/s   %s" % (on, _ratios(rs, cpu)), flush=True)
+        if a.only in (None, "serve"):
+            off, on, rs, cpu = best(_served_txn, tmp, a.repeat, a.serve_entries, a.serve_batch)
+            print("XADD as xs serve runs it, %d per group commit, a savepoint each (durable):" % a.serve_batch)
+            print("  log off %10.0f XADD/s" % off)
+            print("  log on  %10.0f XADD/s   %s" % (on, _ratios(rs, cpu)), flush=True)
+        if a.only not in (None, "lag"):
+            return
         achieved, secs, commits = lag(tmp, a.rate, a.lag_batch, a.seconds)
         print("replication lag of xs replicate --to DIR at %.0f entries/s (%d a commit), %d samples:"
               % (achieved, a.lag_batch, len(secs)))

@@ -31,8 +31,12 @@ Cost (issue 41: with the log on, ingest and xs serve lose at most 10%).
 Ops name their database by its handle, named once when the record is
 encoded; the node index (``LATE``), rewritten by every XADD and read by
 no consumer of the log, is logged once per commit, as the final value
-of each node written, at the end of the record; records of a few KB
-(group commits of single commands) are compressed (storage.codec.changes).
+of each node written, at the end of the record.  The keys of the
+databases in ``MERGED`` that a commit writes more than once (a group
+commit of XADDs rewrites the stream's record and its counter in
+``meta`` each time) are logged once, with the last op's value, in the
+place of the first (``merge``); records of a few KB (group commits of
+single commands) are compressed (storage.codec.changes).
 
 Kept while needed.  Each registered replica has its position in
 ``meta`` (``changelog.replica.<id>``); ``ack`` moves it and deletes the
@@ -66,6 +70,14 @@ WAKE_KEY = b"\x00xs:changelog"     # the notification file a logged commit touch
 # every XADD rewrites, and which no reader of the log needs write by write
 LATE = b"nodes"
 
+# the databases whose point writes (PUT, DEL) a record holds once per key
+# (``merge``): those the Redis translator (storage.ops.replica_redis)
+# reads as a table where the last op of a key wins (keys, groups,
+# consumers, pel) or does not read (meta, cpel, ptime).  Not ``log``,
+# ``shapes``, ``cnames``, ``idmp``: the translator follows their ops one
+# by one (an entry added then deleted, an IDMP record made).
+MERGED = (b"keys", b"meta", b"groups", b"consumers", b"pel", b"cpel", b"ptime")
+
 
 class Logged:
     """A write transaction whose writes are logged: the py-lmdb
@@ -73,16 +85,22 @@ class Logged:
     (``ops``, ``late_db``, ``late``: see storage.parts.kv); ``log`` is
     itself, as for its savepoints.  It writes the record at ``commit``."""
 
-    __slots__ = ("raw", "log", "ops", "late_db", "late", "store", "state")
+    __slots__ = ("raw", "ops", "late_db", "late", "store", "state")
 
     def __init__(self, store, raw, state):
         self.raw = raw
-        self.log = self
         self.store = store
         self.state = state
         self.ops = []
         self.late_db = store.dbs[LATE]
         self.late = set()
+
+    @property
+    def log(self):
+        # a property, not an attribute: a transaction that held itself
+        # would live until the cyclic garbage collector found it, and its
+        # ops with it (a collection every few group commits)
+        return self
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
@@ -104,7 +122,9 @@ class Logged:
             return
         store = self.store
         st = self.state
-        names = {h: n for n, h in store.dbs.items()}
+        dbs = store.dbs
+        names = {h: n for n, h in dbs.items()}
+        ops = merge(ops, [dbs[n] for n in MERGED if n in dbs])
         rec = changes.encode_record(int(time.time() * 1000), ops, names)
         seq = st["seq"] = st.get("seq", 0) + 1
         st["bytes"] = st.get("bytes", 0) + len(rec)
@@ -153,6 +173,43 @@ def _final(lt, db, keys):
     for k in sorted(keys):
         v = get(k, db=db)
         out.append((changes.OP_PUT, db, k, v) if v is not None else (changes.OP_DEL, db, k))
+    return out
+
+
+def merge(ops, dbs):
+    """``ops`` with the point writes (PUT, DEL) of each key of the
+    databases ``dbs`` that follow its first one (and no range or bulk op
+    of its database in between) taken out, the first one becoming the
+    last one.  Replayed, they give the same store: ops of other keys do
+    not touch that key, and the ops of its database that could (a range
+    delete, a bulk put) start a new run.  A reader that keeps the last
+    op of each key in a table built in order of first appearance (the
+    Redis translator) builds the same table."""
+    runs: "Dict[Any, Dict[bytes, int]]" = {d: {} for d in dbs}     # database -> {key: its op's place in out}
+    if not runs:
+        return ops
+    run_of = runs.get
+    point = changes.OP_DEL          # PUT and DEL: the codes up to it
+    out: list = []
+    append = out.append
+    try:
+        for op in ops:
+            run = run_of(op[1])
+            if run is None:
+                append(op)
+            elif op[0] <= point:
+                k = op[2]
+                at = run.get(k)
+                if at is None:
+                    run[k] = len(out)
+                    append(op)
+                else:
+                    out[at] = op
+            else:
+                runs[op[1]] = {}
+                append(op)
+    except TypeError:              # a key that is not hashable (a buffer): logged as it came
+        return ops
     return out
 
 

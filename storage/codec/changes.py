@@ -15,19 +15,30 @@ In the store:
                                      ``[time_ms, ops]``, or
                                      ``[time_ms, CODEC_ZLIB, zlib(ops)]``
                                      (ops packed, then compressed: records
-                                     of COMPRESS_MIN..COMPRESS_MAX bytes)
+                                     of COMPRESS_MIN..COMPRESS_MAX bytes);
+                                     a record with MULTI ops:
+                                     ``[time_ms, CODEC_PAIRS, ops]`` or
+                                     ``[time_ms, CODEC_ZLIB_PAIRS, zlib(ops)]``
 
 An op is ``[code, database name, a, b]``: PUT key value, DEL key, MULTI
-[[key, value], ...], BELOW prefix bound (delete the keys with the prefix
+pairs, BELOW prefix bound (delete the keys with the prefix
 below bound; None: all), FIRST prefix count (delete the first count keys
 from prefix on; written by older versions only: a count is now logged as
-the BELOW range it removed).  Replayed in order on the store as it was before the
+the BELOW range it removed).  MULTI's pairs are a map {key: value, ...}
+in the PAIRS forms (its pairs in the order put, a key twice if it was
+put twice: packed without an array per pair, twice as fast; a version
+that knows only the first two forms refuses these records as of an
+unknown form), an array [[key, value], ...] in the others (older
+versions).  Replayed in order on the store as it was before the
 commit, they give the store as it was after it.  The ops come in commit
 order, but for the ``nodes`` database: each node a commit wrote is
 logged once, with its final value (PUT, or DEL if it went), at the end
 of the record (older records have them in place); its range deletes
-stay in place.  Both forms of a record, and both orders, decode and
-replay alike: ``decode_record`` gives ``(time_ms, ops)``.
+stay in place.  The point writes of some databases are logged once per
+key and commit (storage.changelog.merge).  Every form of a record, both
+orders and both forms of MULTI decode and replay alike:
+``decode_record`` gives ``(time_ms, ops)``, MULTI's pairs as a tuple of
+(key, value).
 
 A segment file is a sequence of frames: length (u32 BE, of what follows
 the 8-byte header), CRC-32 of it (u32 BE), then seq (u64 BE), time_ms
@@ -36,6 +47,7 @@ mid-write) fails its length or CRC and is cut off when the segment is
 opened again.
 """
 import struct
+from operator import itemgetter
 
 import msgpack
 
@@ -46,9 +58,12 @@ REPLICA_PREFIX = b"changelog.replica."
 OP_PUT, OP_DEL, OP_MULTI, OP_BELOW, OP_FIRST = 1, 2, 3, 4, 5
 
 CODEC_ZLIB = 1                 # a record's ops, compressed (zlib)
+CODEC_PAIRS = 2                # a record's ops, MULTI's pairs as a map
+CODEC_ZLIB_PAIRS = 3           # both
 COMPRESS_MIN = 1 << 10         # packed ops this size or more are compressed ...
 COMPRESS_MAX = 64 << 10        # ... up to this size (bulk records, mostly entries, are not)
 
+_code = itemgetter(0)        # an op's code
 _SEQ = struct.Struct(">Q")
 _FRAME = struct.Struct(">II")
 _HEAD = struct.Struct(">QQ")
@@ -88,24 +103,57 @@ def encode_record(time_ms, ops, names=None):
     """A record (see the module docstring): its ops' databases may be
     given as handles, ``names`` naming them (handle -> name).  A record
     of COMPRESS_MIN to COMPRESS_MAX bytes has its ops compressed."""
-    rec = msgpack.packb((time_ms, ops), use_bin_type=True, default=names.__getitem__ if names else None)
+    default = names.__getitem__ if names else None
+    if OP_MULTI not in map(_code, ops):
+        rec = msgpack.packb((time_ms, ops), use_bin_type=True, default=default)
+        form = CODEC_ZLIB
+        head = 1 + len(msgpack.packb(time_ms))       # the array's header and the time: the ops follow
+    else:
+        rec, head = _pack_pairs(time_ms, ops, default)
+        form = CODEC_ZLIB_PAIRS
     if COMPRESS_MIN <= len(rec) <= COMPRESS_MAX:
         import zlib
-        head = 1 + len(msgpack.packb(time_ms))       # the array's header and the time: the ops follow
-        return msgpack.packb((time_ms, CODEC_ZLIB, zlib.compress(rec[head:], 1)), use_bin_type=True)
+        return msgpack.packb((time_ms, form, zlib.compress(rec[head:], 1)), use_bin_type=True)
     return rec
+
+
+def _pack_pairs(time_ms, ops, default):
+    """A record with MULTI ops in the CODEC_PAIRS form, and where its ops
+    begin in it."""
+    p = msgpack.Packer(use_bin_type=True, autoreset=False, default=default)
+    p.pack_array_header(3)
+    p.pack(time_ms)
+    p.pack(CODEC_PAIRS)
+    head = 2 + len(msgpack.packb(time_ms))
+    p.pack_array_header(len(ops))
+    for op in ops:
+        if op[0] == OP_MULTI:
+            p.pack_array_header(3)
+            p.pack(OP_MULTI)
+            p.pack(op[1])
+            p.pack_map_pairs(op[2])
+        else:
+            p.pack(op)
+    return p.bytes(), head
+
+
+def _unpack(b):
+    # a map (MULTI's pairs) as a tuple of pairs, in order, none dropped
+    return msgpack.unpackb(b, raw=True, use_list=False, object_pairs_hook=tuple)
 
 
 def decode_record(raw):
     """(time_ms, ops) of a changelog record, whatever its form."""
-    rec = msgpack.unpackb(raw, raw=True, use_list=False)
+    rec = _unpack(raw)
     if len(rec) == 2:
         return rec
-    t, codec, body = rec
-    if codec != CODEC_ZLIB:
-        raise ValueError("change-log record in an unknown form %r" % (codec,))
+    t, form, body = rec
+    if form == CODEC_PAIRS:
+        return t, body
+    if form not in (CODEC_ZLIB, CODEC_ZLIB_PAIRS):
+        raise ValueError("change-log record in an unknown form %r" % (form,))
     import zlib
-    return t, msgpack.unpackb(zlib.decompress(body), raw=True, use_list=False)
+    return t, _unpack(zlib.decompress(body))
 
 
 def record_time(raw):

@@ -183,7 +183,8 @@ def test_a_record_names_each_database_and_logs_a_node_once_with_its_final_value(
             tx.add(b"s", [b"f", b"%d" % i], AddOptions())
     (ops,) = _ops(store)
     assert {op[1] for op in ops} <= set(codec.DATABASES)
-    assert [op[1] for op in ops].count(b"log") == 30 and [op[1] for op in ops].count(b"keys") == 30
+    # the stream record, rewritten by each XADD, is logged once (storage.changelog.merge)
+    assert [op[1] for op in ops].count(b"log") == 30 and [op[1] for op in ops].count(b"keys") == 1
     nodes = [op for op in ops if op[1] == b"nodes"]
     with store.env.begin() as t:
         assert nodes == [(changes.OP_PUT, b"nodes", k, v) for k, v in t.cursor(db=store.dbs[b"nodes"])]
@@ -198,7 +199,7 @@ def test_group_commits_are_compressed_and_bulk_ones_are_not(store):
     store.run(lambda tx: tx.add_auto_many([(b"s", b"f\n%d" % i) for i in range(5000)]), write=True)
     small, bulk = [r[2] for r in changelog.records(store, 0, 1 << 40)[1]]
     import msgpack
-    assert msgpack.unpackb(small)[1] == changes.CODEC_ZLIB and len(msgpack.unpackb(bulk)) == 2
+    assert msgpack.unpackb(small)[1] == changes.CODEC_ZLIB and msgpack.unpackb(bulk)[1] == changes.CODEC_PAIRS
     assert len(bulk) > changes.COMPRESS_MAX
     assert changes.record_time(small) == changes.decode_record(small)[0]
 
