@@ -382,6 +382,10 @@ class RedisReplica:
             except Diverged as e:
                 self.full_sync("the log did not fit the replica (%s)" % e)
                 return True
+            except Exception as e:      # a defect of xs's translator: copy again rather than diverge or stop
+                self.full_sync("xs could not translate commits %d..%d (an internal error, please report it: "
+                               "%s: %s)" % (recs[0][0], recs[-1][0], type(e).__name__, e))
+                return True
             seq, t = recs[-1][0], recs[-1][1]
             self._send(cmds + [self._position_command(st, seq, t)], "commits %d..%d" % (recs[0][0], seq),
                        multi=True, expect=self.pos, keys=len(self.model.names), lengths=self._lengths())

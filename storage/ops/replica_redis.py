@@ -284,6 +284,8 @@ class Translator:
                  if sid in m.names and m.names[sid] != nm}
         for sid, (old, _) in moved.items():
             out.append(("RENAME", old, b"\x00xs-rename:%d" % sid))
+            if m.sids.get(old) == sid:
+                del m.sids[old]             # vacated: a stream renamed onto it is not in the way
         for name in dropped:
             sid = m.sids.get(name)
             if sid is not None and sid not in after:
@@ -291,11 +293,11 @@ class Translator:
                     out.append(("DEL", name))
                 self._forget(sid)
         for sid, (old, new) in moved.items():
-            if m.sids.get(new) not in (None, sid):
+            holder = m.sids.get(new)        # a stream the rename replaced (not one renamed away: see above)
+            if holder not in (None, sid):
                 out.append(("DEL", new))
-                self._forget(m.sids[new])
+                self._forget(holder)
             out.append(("RENAME", b"\x00xs-rename:%d" % sid, new))
-            m.sids.pop(old, None)
             m.names[sid], m.sids[new] = new, sid
         for sid, (name, meta) in after.items():
             if sid not in m.names:

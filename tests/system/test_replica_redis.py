@@ -27,6 +27,8 @@ from tests.fuzz_diff import Gen  # noqa: E402
 from tests.harness.commands import run_reply  # noqa: E402
 from tests.harness.served import free_port  # noqa: E402
 from xstream_cli.redis_replica import RedisReplica, ReplicaError  # noqa: E402
+from xstream_cli.server.engine import Engine  # noqa: E402
+from xstream_cli.server.jobs import Job, item_for  # noqa: E402
 from xstream_cli.server.resp import encode  # noqa: E402
 
 pytestmark = [pytest.mark.system, pytest.mark.differential]
@@ -174,30 +176,50 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
         path = str(tmp_path / ("s%d" % idx))
         r.execute_command("FLUSHALL")
         store = Store(path)
-        rep = RedisReplica(store, url)
+        said = []
+        rep = RedisReplica(store, url, say=said.append)
         diff = []
         try:
             rep.open()
             rnd = random.Random("%s:%d" % (seed, idx))
+            # half the sequences commit their commands in groups, as xs serve's
+            # group commit and script mode do: one record of many commands
+            # (renames, deletes and adds of one stream name in one commit)
+            grouping = random.Random("%s:%d:group" % (seed, idx))
+            engine = Engine(store) if grouping.random() < 0.5 else None
+            pending = []
+
+            def commit():
+                if pending:
+                    engine.execute([Job([item_for(a)], None) for a in pending], engine=False)
+                    pending.clear()
             policy_trims = False
             copies = set()      # made by COPY, or copied again by a restart: nodes cut anew
             for argv in Gen("%s:%d" % (seed, idx), redis8).sequence(None):
-                xs_call(store, *argv)
+                if engine is None:
+                    xs_call(store, *argv)
+                else:
+                    pending.append([a if isinstance(a, bytes) else str(a).encode() for a in argv])
+                    if grouping.random() < 0.25:
+                        commit()
                 policy_trims |= argv[0].upper() in (b"XADD", b"XTRIM") and any(
                     a.upper() in POLICIES for a in argv)
                 if argv[0].upper() == b"COPY" and len(argv) > 2:
                     copies.add(argv[2])
                 if rnd.random() < 0.05:
+                    commit()
                     rep.close()
-                    rep = RedisReplica(store, url)
+                    rep = RedisReplica(store, url, say=said.append)
                     rep.open()
                     # copied again: by commands, nodes cut anew; by RESTORE, whose
                     # payload leaves out the bytes of entries deleted inside a
                     # node, so the next XADDs may start a node elsewhere
                     copies |= rep.copied
                 elif rnd.random() < 0.3:
+                    commit()
                     while rep.round():
                         pass
+            commit()
             while rep.round():
                 pass
 
@@ -206,6 +228,7 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
                 assert not isinstance(got, Exception), (a, got)
                 return got
             diff = differences(mine, r.execute_command, policy_trims, copies)
+            diff += [line for line in said if "internal error" in line]     # a translator defect, hidden by a sync
             if not diff:
                 rep.close()
                 r.execute_command("FLUSHALL")
@@ -242,6 +265,54 @@ def test_an_xs_serve_replica_takes_redis_8_state_too(tmp_path, xs_serve):
     n = int(os.environ.get("XS_REPLICA_SEQUENCES_8", "300"))
     bad = _run_sequences(tmp_path, xs_serve, os.environ.get("XS_REPLICA_SEED", "replica-8"), n, redis8=True)
     assert not bad, "%d of %d sequences differ: %s" % (len(bad), n, bad[:8])
+
+
+@pytest.mark.parametrize("group", [
+    # a stream renamed away and another renamed onto its old name
+    [("RENAME", "s0", "t"), ("RENAME", "s1", "s0"), ("XADD", "s0", "9-1", "f", "v"), ("XADD", "t", "9-1", "f", "v")],
+    # two streams swapped through a third name, then written to
+    [("RENAME", "s0", "x"), ("RENAME", "s1", "s0"), ("RENAME", "x", "s1"), ("XADD", "s1", "9-1", "f", "v")],
+    # a chain, a delete and a new stream under a vacated name
+    [("RENAME", "s0", "a"), ("RENAME", "a", "b"), ("DEL", "s1"), ("RENAME", "b", "s1"), ("XADD", "s0", "*", "n", "1"),
+     ("XGROUP", "CREATE", "s0", "g", "0")],
+], ids=["away-and-onto", "swap", "chain"])
+def test_renames_and_deletes_of_one_commit_reach_the_replica(tmp_path, redis7, group):
+    """Commits of many commands (xs serve's group commit, script mode)
+    that rename streams onto names other streams of the same commit
+    leave: the replica equals the store after the round, groups and
+    field layouts of the renamed streams included."""
+    r = client(redis7)
+    r.execute_command("FLUSHALL")
+    store = Store(str(tmp_path / "db"))
+    url = "redis://127.0.0.1:%d" % redis7
+    said = []
+    rep = RedisReplica(store, url, say=said.append)
+    engine = Engine(store)
+    try:
+        for name in ("s0", "s1"):
+            for i in range(3):
+                assert not isinstance(xs_call(store, "XADD", name, "%d-1" % (i + 1), "f%s" % name, "v"), Exception)
+            assert not isinstance(xs_call(store, "XGROUP", "CREATE", name, "g" + name, "0"), Exception)
+            assert not isinstance(xs_call(store, "XREADGROUP", "GROUP", "g" + name, "c", "COUNT", "2", "STREAMS",
+                                          name, ">"), Exception)
+        rep.open()
+        res = engine.execute([Job([item_for([a.encode() for a in argv])], None) for argv in group], engine=False)
+        assert not any(isinstance(x, Exception) for replies, _ in res for x in replies), res
+        while rep.round():
+            pass
+
+        def mine(*a):
+            return xs_call(store, *a)
+        assert differences(mine, r.execute_command) == []
+        assert not [line for line in said if "full sync" in line and "first sync" not in line], said
+        for name in ("s0", "s1"):                     # and the layouts the model kept: the next adds
+            assert not isinstance(xs_call(store, "XADD", name, "*", "f" + name, "w"), Exception)
+        while rep.round():
+            pass
+        assert differences(mine, r.execute_command) == []
+    finally:
+        rep.close()
+        store.close()
 
 
 def test_a_redis_7_replica_is_stopped_with_the_command_and_version_it_lacks(tmp_path, redis7):
