@@ -352,8 +352,10 @@ class RedisReplica:
         st = {"log": self.log_id[0], "gen": self.log_id[1]} if self.log_id else {"log": "?"}
         try:
             self._send([self._position_command(st, DIVERGED, int(time.time() * 1000))], "marking the position")
-        except ReplicaError:
-            return ReplicaError(why)
+        except Exception as e:      # the connection lost too: a plain restart would resume on it as it is
+            return ReplicaError("%s (and its position could not be marked: %s; delete its key %s, then start "
+                                "xs replicate with --replace to copy the store to it again)"
+                                % (why, _one_line(e), _show(self.position_key)))
         return ReplicaError("%s (the next start copies the store to it again, a full sync: stop the other writer "
                             "first)" % why)
 

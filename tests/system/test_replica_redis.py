@@ -388,6 +388,25 @@ def test_another_writer_to_a_replicated_stream_stops_the_replicator_and_the_docu
         rep.open()
         same()
         assert r.execute_command("EXISTS", "k") == 0 and xs_call(store, "XLEN", "other") == 4
+        real_send = rep._send
+
+        def lost_when_marking(cmds, what, **kw):
+            if what == "marking the position":
+                raise redis.ConnectionError("Connection closed by server.")
+            return real_send(cmds, what, **kw)
+        rep._send = lost_when_marking                    # the connection lost right after the round's EXEC
+        r.execute_command("XADD", "other", "*", "f", "not from the store")
+        assert not isinstance(xs_call(store, "XADD", "other", "*", "f", "v"), Exception)
+        with pytest.raises(ReplicaError) as e:
+            while rep.round():
+                pass
+        assert "its position could not be marked: Connection closed by server.; delete its key __xs_replica__, " \
+               "then start xs replicate with --replace" in str(e.value), e.value
+        rep.close()
+        r.execute_command("DEL", "__xs_replica__")      # as the message says
+        rep = RedisReplica(store, url, replace=True)
+        rep.open()
+        same()
     finally:
         rep.close()
         store.close()
