@@ -1,7 +1,7 @@
 """A connection's one command flow (xstream_cli.server.flow.Flow): the
 steps both drivers -- the server's connections and the in-process
 client's threads -- take for a client's Items, driven here by hand."""
-from xstream_cli.server.flow import BLOCK, GONE, RUN, Flow
+from xstream_cli.server.flow import BLOCK, GONE, RUN, Flow, answered
 from xstream_cli.server.jobs import Item, item_for
 from xstream_cli.server.stats import Stats
 
@@ -12,9 +12,9 @@ def _items():
             item_for([b"XLEN", b"s"])]
 
 
-def _flow(items, ran=None):
+def _flow(items):
     sent = []
-    return Flow(items, 2, sent.append, Stats(), ran), sent
+    return Flow(items, 2, sent.append, Stats()), sent
 
 
 def test_a_blocked_read_is_waited_for_then_the_items_after_it_run_as_a_job_of_their_own():
@@ -37,10 +37,10 @@ def test_a_blocked_read_is_waited_for_then_the_items_after_it_run_as_a_job_of_th
 
 def test_a_client_gone_during_its_wait_ends_the_flow_with_nothing_more_sent():
     items = _items()
-    flow, sent = _flow(items, ran=(["1-1"], (1, "cmd", "args", "wait")))
-    steps = iter(flow)
-    assert next(steps)[0] == BLOCK                       # the replies of the job ran already go first
-    assert sent == [b"$3\r\n1-1\r\n"]
+    sent = []
+    steps = answered(items, 2, sent.append, Stats(), (["1-1"], (1, "cmd", "args", "wait")))
+    assert sent == [b"$3\r\n1-1\r\n"]                   # the replies of the job ran already go first
+    assert next(steps)[0] == BLOCK
     try:
         steps.send(GONE)
         raise AssertionError("the flow went on for a client that is gone")
@@ -53,3 +53,10 @@ def test_items_answered_already_need_no_job():
     flow, sent = _flow([Item(reply=7, name="x"), Item(reply=b"ok", name="y")])
     assert list(flow) == []
     assert sent == [b":7\r\n$2\r\nok\r\n"]
+
+
+def test_a_job_that_ran_without_blocking_is_answered_with_no_steps_left():
+    items = _items()[:1]
+    sent = []
+    assert answered(items, 2, sent.append, Stats(), (["1-1"], None)) is None
+    assert sent == [b"$3\r\n1-1\r\n"]

@@ -14,7 +14,9 @@ the outcome --
                         GONE when the client went away meanwhile
 
 -- and it sends the replies itself (``send``) and counts them (``stats``:
-xstream_cli.server.stats.Stats).
+xstream_cli.server.stats.Stats).  ``answered`` sends the replies of a
+job that ran already, and gives the steps only if it stopped at a
+blocked read: no Flow is made for the usual reply.
 
 Who imports it: xstream_cli.server.routing, xstream_cli.server.reading,
 xstream_cli.client.
@@ -28,34 +30,47 @@ GONE = object()               # sent for a BLOCK: the client went away during th
 
 class Flow:
     """The steps of one run of a client's Items (see the module).
-    ``ran``: the Items ran already, their (replies, blocked) at hand (the
-    job sent by Server._pump): their replies are sent first."""
-    __slots__ = ("items", "proto", "send", "stats", "ran")
+    ``blocked``: the Items ran already up to this blocked read, their
+    replies sent (``answered``): the steps begin with its wait."""
+    __slots__ = ("items", "proto", "send", "stats", "blocked")
 
-    def __init__(self, items, proto, send, stats, ran=None):
+    def __init__(self, items, proto, send, stats, blocked=None):
         self.items = items
         self.proto = proto
         self.send = send
         self.stats = stats
-        self.ran = ran
+        self.blocked = blocked
 
     def __iter__(self):
-        items, res = self.items, self.ran
-        while items:
-            if res is None:
+        items, blocked = self.items, self.blocked
+        while True:
+            if blocked is None:
+                if not items:
+                    return
                 if all(it.cmd is None and it.fn is None for it in items):
                     res = [it.reply for it in items], None     # answered already: no job
                 else:
                     res = yield RUN, items
-            replies, blocked = res
-            self.send(encode_replies(items, replies, self.proto))
-            self.stats.replies(items, replies)
-            if blocked is None:
-                return
+                replies, blocked = res
+                answered(items, self.proto, self.send, self.stats, (replies, None))
+                if blocked is None:
+                    return
             r = yield BLOCK, blocked
             if r is GONE:
                 return
             i = blocked[0]
             self.send(encode(r, self.proto, True))
             self.stats.reply(items[i], r)
-            items, res = items[i + 1:], None
+            items, blocked = items[i + 1:], None
+
+
+def answered(items, proto, send, stats, res):
+    """Send the replies of a job that ran (``res``: its (replies,
+    blocked)), the usual end of a client's request, with no Flow made
+    (Server._answered, on every reply's path).  None; or, when the job
+    stopped at a blocked read, the Flow's steps from its wait on."""
+    replies, blocked = res
+    send(encode_replies(items, replies, proto))
+    stats.replies(items, replies)
+    return None if blocked is None else iter(Flow(items, proto, send, stats, blocked))
+

@@ -25,7 +25,7 @@ from operator import itemgetter
 
 from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK
-from xstream_cli.server.flow import Flow
+from xstream_cli.server.flow import answered
 from xstream_cli.server.jobs import Item, Job, item_for
 from xstream_cli.server.resp import encode
 
@@ -177,10 +177,9 @@ class Reading:
         """(loop) The engine ran a job sent by ``_pump``: send its replies,
         then go on with what the client sent meanwhile."""
         c.inflight = False
-        steps = iter(Flow(items, c.proto, partial(self._send, c), self.stats, res))
-        step = next(steps, None)
-        if step is not None:         # a blocked read: it waits in a task of the client's own
-            c.task = self.loop.create_task(self._process(c, None, self._drive(c, steps, step)))
+        steps = answered(items, c.proto, partial(self._send, c), self.stats, res)
+        if steps is not None:        # a blocked read: it waits in a task of the client's own
+            c.task = self.loop.create_task(self._process(c, None, self._drive(c, steps)))
         elif c.parser.pending():
             self._pump(c)
 

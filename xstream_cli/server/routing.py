@@ -113,13 +113,11 @@ class Routing:
         waits here (other clients go on)."""
         await self._drive(c, iter(Flow(items, c.proto, partial(self._send, c), self.stats)))
 
-    async def _drive(self, c, steps, step=None):
+    async def _drive(self, c, steps):
         """Drive a client's Flow (xstream_cli.server.flow): its jobs to the
-        engine, its blocked reads' waits to the blocking pool.  ``step``:
-        its first step, taken already (Server._answered)."""
+        engine, its blocked reads' waits to the blocking pool."""
         try:
-            if step is None:
-                step = next(steps)
+            step = next(steps)
             while True:
                 what, arg = step
                 if what is RUN:
