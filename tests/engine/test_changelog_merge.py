@@ -27,6 +27,7 @@ from storage.options import (
     TrimOptions,
 )
 from storage.parts.kv import KV
+from tests.engine.test_changelog import _all
 
 PUT, DEL, MULTI, BELOW = changes.OP_PUT, changes.OP_DEL, changes.OP_MULTI, changes.OP_BELOW
 
@@ -127,15 +128,6 @@ def test_bulk_puts_pack_as_a_map_and_decode_as_before_duplicates_and_order_kept(
 
 
 # ------------------------------------------------------- the engine's records
-
-def _all(env, dbs):
-    out = {}
-    with env.begin() as t:
-        for name in codec.DATABASES:
-            out[name] = [(k, v) for k, v in t.cursor(db=dbs[name])
-                         if not (name == b"meta" and k.startswith(changes.META_CHANGELOG))]
-    return out
-
 
 def _verb(tx, rng, i):
     """One random write verb, on a few streams, groups and consumers, so
