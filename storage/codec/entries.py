@@ -1,5 +1,6 @@
 """Entry keys and values (format 4: shapes, compact entries), decoding runs
-of entries, and the node records of storage.parts.nodes."""
+of entries, the fields of a run of new ones as one text (``AddBlock``),
+and the node records of storage.parts.nodes."""
 import struct
 from collections import namedtuple
 from itertools import repeat as _repeat
@@ -81,6 +82,14 @@ def entry_keys(sid, ids):
     return [entry_key(sid, i) for i in ids]
 
 
+def run_keys(sid, ms, seq, n):
+    """``entry_keys`` of the ``n`` IDs ``ms-seq``, ``ms-(seq+1)`` ... (a
+    bulk ingest's run): one C-level pass when they are all short."""
+    if seq + n <= SEQ_WIDE:
+        return list(map(_KEY_SHORT.pack, _repeat(sid, n), _repeat(ms, n), range(seq, seq + n)))
+    return [entry_key(sid, (ms, s)) for s in range(seq, seq + n)]
+
+
 def id_from_entry_key(key):
     ms, seq = _KEY_ID.unpack_from(key)
     if seq == SEQ_WIDE:
@@ -110,6 +119,49 @@ def encode_entry(id_text, fields):
     if body.count(b"\n") == len(fields) - 1:
         return id_text + b"\n" + body
     return b"\x00" + packb([id_text, fields])
+
+
+class AddBlock:
+    """The fields of ``n`` new entries of stream ``key`` (a bulk ingest's
+    lines ``XADD key * field value ...``: xstream_cli.execution.script),
+    each of ``c`` words (``c`` even), in text form as a whole: ``text``
+    holds the words of each entry joined by newlines, the entries
+    joined by a NUL word (``b"\\n\\0\\n"``; no word holds a newline
+    or a NUL, none is empty), and ``words`` is its split -- entry j's
+    fields are ``words[j * (c + 1):j * (c + 1) + c]``.
+
+    Txn.add_auto_many takes it where it takes a list of (key, fields
+    joined by newlines) pairs, and it reads as that list (``len``,
+    indexing and iteration make the pairs, once), so a path that needs
+    them one by one (a refused ID, several field sets) sees what the
+    lines would have given; the bulk path (storage.parts.shapes)
+    encodes the entries from ``words``."""
+
+    __slots__ = ("key", "text", "words", "c", "n", "_pairs")
+
+    def __init__(self, key, text, words, c, n):
+        self.key = key
+        self.text = text
+        self.words = words
+        self.c = c
+        self.n = n
+        self._pairs = None
+
+    def pairs(self):
+        """The (key, fields joined by newlines) pairs, made once."""
+        if self._pairs is None:
+            fs = self.text.split(b"\n\0\n")
+            self._pairs = list(zip([self.key] * len(fs), fs))
+        return self._pairs
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.pairs()[i]
+
+    def __iter__(self):
+        return iter(self.pairs())
 
 
 def decode_entry(value):

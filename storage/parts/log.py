@@ -318,20 +318,20 @@ class EntryLog:
         m.length += 1
         self._append_nodes(m, _nodes.runs(((i, fields),)))
 
-    def append_many(self, m, items):
+    def append_many(self, m, items, block=None):
         """Store many ``(ID, fields)`` entries of stream ``m``, ascending
         and above every ID of the stream (bulk ingest, restores, imports;
-        ``fields`` may also be the fields already joined by newlines, none
-        containing one), and their nodes in the same transaction.
-        (Leaving the nodes for the next write made a one-shot XADD after a
-        9M-entry ingest take three minutes, holding the write lock; now
-        each batch pays for its own.)  Returns how many."""
+        ``fields`` may be joined by newlines, none holding one; or, with
+        ``block``, a codec.AddBlock, ``items`` are its entries' IDs), and
+        their nodes in the same transaction.  (Leaving the nodes for the
+        next write made a one-shot XADD after a 9M-entry ingest take three
+        minutes, holding the write lock; now each batch pays for its own.)  Returns how many."""
         if not items:
             return 0
         if m.nodes_from is not None:
             self.sync_nodes(m)          # entries of a migrated store first
         with no_cycle_collection():
-            n, runs = self._put(m, items)
+            n, runs = self._put(m, items, block)
             m.length += n
             self._append_nodes(m, runs)
             del runs                    # before the collector is back: nothing left for it to walk
@@ -343,9 +343,9 @@ class EntryLog:
         and nodes already count."""
         return self._put(m, items)[0]
 
-    def _put(self, m, items):
-        """Store ``(ID, fields or joined)`` items: how many, their node runs."""
-        pairs, runs = self._shapes.encode_many(m.sid, items)
+    def _put(self, m, items, block=None):
+        """Store ``(ID, fields or joined)`` items (or append_many's block): how many, their node runs."""
+        pairs, runs = self._shapes.encode_many(m.sid, items, block)
         return self._kv.putmulti_last(self._db, pairs), runs
 
     def delete(self, m, i):

@@ -303,7 +303,9 @@ def column_sizes(col):
     if col[-1] == first and col[n >> 1] == first and col.count(first) == n:
         return [str_size(first)] * n, [len(first)] * n    # one value throughout ("action click")
     try:
-        if min(col) >= b":":          # every value begins after '9' (and '-'): no integer
+        if not (b"0" <= first[:1] <= b"9" or first[:1] == b"-") and min(col) >= b":":
+            # every value begins after '9' (and '-'): no integer (not
+            # asked when the first value begins as an integer does)
             lens = list(map(len, col))
             return ([v + 2 for v in lens] if max(lens) < 64 else list(map(_string_size, lens))), lens
         joined = b"\n" + b"\n".join(col)            # every value follows a newline
@@ -316,7 +318,7 @@ def column_sizes(col):
     if not any(s in joined for s in _INT_STARTS):
         return ([v + 2 for v in lens] if longest < 64 else list(map(_string_size, lens))), lens
     if (longest <= 18 and min(lens) and not joined.translate(None, b"0123456789\n")
-            and joined.count(b"\n0") == col.count(b"0")):
+            and _no_leading_zero(joined)):
         # digits only, no leading zero (every value beginning with 0 is
         # "0"): an integer whose size is its length's (_INT_SIZE2), one
         # step up past _INT_STEP[length]
@@ -329,6 +331,16 @@ def column_sizes(col):
         for j in compress(range(n), map(bytes.startswith, col, repeat(b"-"))):
             sizes[j] = str_size(col[j])
     return sizes, lens
+
+
+_DIGITS_TO_1 = bytes.maketrans(b"23456789", b"11111111")
+
+
+def _no_leading_zero(joined):
+    """Whether no value of ``joined`` (digits only, each after a
+    newline) begins with a 0 followed by another digit."""
+    ones = joined.translate(_DIGITS_TO_1)
+    return b"\n00" not in ones and b"\n01" not in ones
 
 
 _INT_STARTS = tuple(b"\n" + bytes((c,)) for c in b"0123456789-")    # a value that may be an integer
@@ -430,8 +442,12 @@ class Extender:
         node = None
         while j < n:
             body = opening + 6 + vs[j]                # the node's listpack with entry j in it
-            window = list(map((limit - body - 4 + sums[j + 1]).__le__, need[j + 1:j + cap]))
-            end = j + 1 + (window.index(True) if True in window else len(window))
+            bound = limit - body - 4 + sums[j + 1]
+            ahead = need[j + 1:j + cap]
+            if ahead and max(ahead) >= bound:         # the byte rule ends the node before the count
+                end = j + 1 + list(map(bound.__le__, ahead)).index(True)
+            else:
+                end = j + 1 + len(ahead)
             node = Node(ids[j], end - j, 0, body + sums[end] - sums[j + 1], ids[end - 1], names)
             touched.append(node)
             j = end

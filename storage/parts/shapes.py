@@ -67,7 +67,7 @@ class Shapes:
                 return v
         return codec.encode_entry(fmt(i), fields)
 
-    def encode_many(self, sid, items):
+    def encode_many(self, sid, items, block=None):
         """``(ID, fields)`` items (``fields`` may be joined by newlines,
         none containing one) -> ((entry key, stored value) pairs, node
         runs: ``(ids, names, columns)`` as storage.parts.nodes.Extender
@@ -75,7 +75,11 @@ class Shapes:
         text, safe, and of one field set are encoded a column at a time
         (``_one_set``); others one by one, with one look-up per run of
         one field set and, when every item is joined text, one scan of
-        the whole batch for unsafe bytes rather than one per entry."""
+        the whole batch for unsafe bytes rather than one per entry.
+        With ``block`` (a codec.AddBlock), ``items`` are the IDs of its
+        entries (``encode_block``)."""
+        if block is not None:
+            return self.encode_block(sid, items, block)
         try:
             fs = list(map(_second, items))
             blob = b"\n\0\n".join(fs)              # a NUL word between entries (NUL is unsafe)
@@ -124,6 +128,24 @@ class Shapes:
         words = blob.split(b"\n")
         if c & 1 or len(words) != w * n - 1 or words[c::w].count(b"\0") != n - 1:
             return None                            # entries of other lengths: a NUL word out of place
+        return self._columns(sid, list(map(_first, items)), words, c, n)
+
+    def encode_block(self, sid, ids, block):
+        """``encode_many`` of entries ``ids`` whose fields are those of
+        ``block`` (a codec.AddBlock, split already): a column at a time
+        when they hold no unsafe byte and have one field set that is (or
+        can be made) one of the stream's."""
+        text, n = block.text, block.n
+        if len(text.translate(None, codec.UNSAFE_BUT_NEWLINE)) == len(text) - n + 1:
+            done = self._columns(sid, ids, block.words, block.c, n)
+            if done is not None:
+                return done
+        return self.encode_many(sid, list(zip(ids, map(_second, block.pairs()))))
+
+    def _columns(self, sid, ids, words, c, n):
+        """The end of ``_one_set``: entries ``ids`` whose fields are the
+        ``words``, ``c`` an entry and a NUL word after each."""
+        w = c + 1
         for j in range(0, c, 2):
             col = words[j::w]
             if col.count(col[0]) != n:
@@ -135,8 +157,12 @@ class Shapes:
         if s is None:
             return None
         cols = [words[j::w] for j in range(1, c, 2)]
-        ids = list(map(_first, items))
-        return list(zip(codec.entry_keys(sid, ids), s.encode_columns(cols))), [(ids, names, cols)]
+        first, last = ids[0], ids[-1]
+        if first[0] == last[0] and last[1] - first[1] == n - 1:     # ascending: one millisecond's run
+            keys = codec.run_keys(sid, first[0], first[1], n)
+        else:
+            keys = codec.entry_keys(sid, ids)
+        return list(zip(keys, s.encode_columns(cols))), [(ids, names, cols)]
 
     def drop(self, sid):
         """Forget every field set of stream ``sid`` (the stream goes)."""

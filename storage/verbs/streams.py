@@ -75,6 +75,11 @@ def add_auto_many(p, items):
 
 
 def _add_auto_many(p, items):
+    if type(items) is codec.AddBlock:
+        ids = _add_run(p, items.key, items)          # script mode's bulk: one stream's
+        if ids is not None:
+            return ids
+        items = items.pairs()
     if len(items) > 1:
         name = items[0][0]
         if list(map(_first, items)).count(name) == len(items):
@@ -129,12 +134,17 @@ def _add_run(p, name, items):
     if seq + n - 1 > U64:
         return None
     ids = list(zip(repeat(ms, n), range(seq, seq + n)))
-    _finish_run(p, m, ms, seq + n - 1, list(zip(ids, map(_second, items))))
+    if type(items) is codec.AddBlock:
+        _finish_run(p, m, ms, seq + n - 1, ids, items)
+    else:
+        _finish_run(p, m, ms, seq + n - 1, list(zip(ids, map(_second, items))))
     return ids
 
 
-def _finish_run(p, m, ms, seq, pairs):
-    p.log.append_many(m, pairs)
+def _finish_run(p, m, ms, seq, pairs, block=None):
+    """``pairs``: (ID, fields) pairs, or with ``block`` (a codec.AddBlock)
+    the IDs of its entries (EntryLog.append_many)."""
+    p.log.append_many(m, pairs, block)
     m.last_id = (ms, seq)
     m.entries_added += len(pairs)
     p.dirty += len(pairs)

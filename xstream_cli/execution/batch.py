@@ -38,6 +38,7 @@ from functools import partial
 from operator import itemgetter
 
 from storage import errors
+from storage.codec import AddBlock
 from storage.errors import RedisError
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS
@@ -72,13 +73,14 @@ def _id_texts(items, ids):
     """The new IDs of the adds ``items`` in their ``ms-seq`` text (a
     RedisError left in its place).  The usual run, one stream's entries
     in one millisecond (so consecutive sequence numbers, IDs of one
-    stream being increasing), is formatted in one C-level pass."""
+    stream being increasing), is formatted in one C-level pass.
+    ``items`` may be an AddBlock (storage.codec: one stream's)."""
     n = len(ids)
     if n > 1:
         first, last = ids[0], ids[-1]
         if (type(first) is tuple and type(last) is tuple and first[0] == last[0]
                 and last[1] - first[1] == n - 1
-                and list(map(_first, items)).count(items[0][0]) == n):
+                and (type(items) is AddBlock or list(map(_first, items)).count(items[0][0]) == n)):
             out = ((b"%d-%%d\n" % first[0]) * n % tuple(range(first[1], last[1] + 1))).split(b"\n")
             out.pop()
             return out
@@ -177,6 +179,10 @@ class Batch:
         self._run.append(entry)
 
     def _flush_adds(self, run):
+        if len(run) == 1 and type(run[0][2]) is AddBlock:    # script mode's bulk: one block of lines
+            out, i, block = run[0]
+            out[i] = Added(_id_texts(block, self.tx.add_auto_many(block, each=True)))
+            return
         items = []
         for _, _, p in run:
             if type(p) is tuple:

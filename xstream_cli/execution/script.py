@@ -23,6 +23,7 @@ from functools import partial
 from itertools import islice
 
 from storage import errors
+from storage.codec import AddBlock
 from storage.errors import RedisError
 from storage.lines import blocks
 from xstream_cli.commands import lookup, plain_add
@@ -46,7 +47,7 @@ def run_script(session, fd, out):
     limit = MAX_LINE_BYTES
     for lines, _ in blocks(partial(os.read, fd), fd, 1 << 20, BATCH_BYTES, limit,
                            lambda n: _too_long(session, n, limit, out)):
-        run_lines(session, lines, out, _plainness(b"\n".join(lines)))
+        run_lines(session, lines, out, None, b"\n".join(lines))
         if session.quit:
             break
     return 1 if session.failed else 0
@@ -62,10 +63,12 @@ def _too_long(session, n, limit, out):
     out.flush()
 
 
-def run_lines(session, lines, out, plain=0):
+def run_lines(session, lines, out, plain=0, text=None):
     """Run script lines in as few transactions as blocking allows.
     ``plain`` (see _plainness): 0 split as redis-cli does, 1 split on
-    white space, 2 single-spaced words."""
+    white space, 2 single-spaced words; None: not known yet, found from
+    ``text`` (the lines joined by newlines) if needed -- a block of
+    plain adds to one stream (_add_block) does not need it."""
     start = 0
     n = len(lines)
     # a repeated line cut by a block may be the last one: its
@@ -74,9 +77,9 @@ def run_lines(session, lines, out, plain=0):
         session.open_for(_any_write(lines))
     while (start < n or session._repeat is not None) and not session.quit:
         write = not session.store.readonly      # a read-only store: reads answer, writes are refused
-        b = session.store.run(lambda tx: _Script(session, tx, plain).run(lines, start, session._repeat),
+        b = session.store.run(lambda tx: _Script(session, tx, plain, text).run(lines, start, session._repeat),
                               write=write, savepoints=write)
-        start, session._repeat = b.next, b.repeat_left
+        start, session._repeat, plain = b.next, b.repeat_left, b.plain
         session.failed |= b.failed
         session.quit = b.quit
         if b.replies:
@@ -114,8 +117,9 @@ class _Script:
     xstream_cli.execution.batch) in the transaction ``tx`` until one
     blocks; their replies are rendered once the batch's runs are flushed."""
 
-    def __init__(self, session, tx, plain):
-        self.plain = plain
+    def __init__(self, session, tx, plain, text=None):
+        self.plain = plain           # None: found from text when needed
+        self.text = text
         self.render = session.render
         self.argvs = {} if session.by_command else None   # --jsonl: reply index -> its command
         self.message = session.message
@@ -150,9 +154,12 @@ class _Script:
                 if v.error:
                     self.errors.append((self.at.get(k, 0), v.decode().strip()))
             elif t is Added:
-                if self.fast_ids is not None and all(type(x) is bytes for x in v):
-                    app(self.fast_ids(v))
-                    continue
+                if self.fast_ids is not None:
+                    try:
+                        app(self.fast_ids(v))    # IDs only: a join refuses an error among them
+                        continue
+                    except TypeError:
+                        pass
                 bad = []
                 for j, x in enumerate(v):
                     if isinstance(x, RedisError):
@@ -210,6 +217,13 @@ class _Script:
             stopped = self._repeated(repeat[1], repeat[2], start)
             if stopped is not None:
                 return stopped
+        elif start == 0 and self.fast_ids is not None and self.text is not None:
+            block = _add_block(lines, self.text)
+            if block is not None:            # every line a plain add to one stream: the usual bulk ingest
+                self._added(block, 0)
+                return self._stop(n)
+        if self.plain is None:
+            self.plain = _plainness(self.text)
         if self.plain == 2 and self.fast_ids is not None:
             # bulk ingest of single-spaced lines: "XADD key * f v f v" needs
             # no full split; its fields in text form are the rest of the
@@ -330,6 +344,41 @@ def _plainness(buf):
             or buf[:1] == b" " or buf[-1:] == b" "):
         return 1
     return 2
+
+
+def _add_block(lines, text):
+    """The script ``lines`` (``text``: them joined by newlines) as one
+    AddBlock (storage.codec) when every one is a plain ``XADD key * field
+    value ...`` to the same stream, single-spaced, each with as many
+    words: what run's loop of plain lines would give, its pairs made in
+    a few C-level passes over the whole text and no object made per
+    line.  None otherwise (the loop then takes the lines one by one)."""
+    if (b'"' in text or b"'" in text or b"\x00" in text or b"\x0b" in text or b"\x0c" in text
+            or b"\t" in text or b"\r" in text):
+        return None                   # not plain (see _plainness)
+    first = lines[0]
+    p = first.split(b" ", 3)
+    if len(p) != 4 or p[2] != b"*" or not p[1] or not (p[0] in _XADD or p[0].upper() == b"XADD"):
+        return None
+    h = len(p[0]) + len(p[1]) + 4
+    head = first[:h]                               # "XADD key * "
+    c = p[3].count(b" ") + 1                       # words of fields in the first line
+    if c & 1:
+        return None
+    # the fields of each line in text form (as the engine's bulk path
+    # joins them), a NUL word between lines
+    fields = text[h:].replace(b"\n" + head, b"\n\0\n")
+    n = len(lines)
+    if len(text) - h - len(fields) != (n - 1) * (h - 2):
+        return None                   # a line that does not begin with the head
+    fields = fields.replace(b" ", b"\n")
+    if b"\n\n" in fields or fields[-1:] == b"\n" or fields[:1] == b"\n":
+        return None                   # an empty word: spaces not single
+    words = fields.split(b"\n")
+    w = c + 1
+    if len(words) != w * n - 1 or words[c::w].count(b"\0") != n - 1:
+        return None                   # lines of other lengths
+    return AddBlock(p[1], fields, words, c, n)
 
 
 def _ids_raw(ids):
