@@ -60,3 +60,11 @@ def test_a_job_that_ran_without_blocking_is_answered_with_no_steps_left():
     sent = []
     assert answered(items, 2, sent.append, Stats(), (["1-1"], None)) is None
     assert sent == [b"$3\r\n1-1\r\n"]
+
+
+def test_a_plain_add_item_is_the_item_the_general_constructor_makes():
+    from xstream_cli.server.jobs import _XADD, Item, add_item, item_for
+    add = (b"s", [b"f", b"v"])
+    fast, general = add_item(add), Item(cmd=_XADD, args=(), plain_add=add)
+    assert {k: getattr(fast, k) for k in Item.__slots__} == {k: getattr(general, k) for k in Item.__slots__}
+    assert item_for([b"xadd", b"s", b"*", b"f", b"v"]).plain_add == (b"s", [b"f", b"v"])

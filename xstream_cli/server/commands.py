@@ -20,7 +20,7 @@ from xstream_cli.output.reply import OK, Map, Status
 from xstream_cli.server.config import REDIS_VERSION
 from xstream_cli.server.engine import log
 from xstream_cli.server.jobs import Item, item_for
-from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode
+from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode, encode_replies
 
 
 def _err(text):
@@ -560,6 +560,23 @@ async def _exec(srv, c, argv):
     watched, c.watched = c.watched, None
     if failed:
         return _err("EXECABORT Transaction discarded because of previous errors.")
+    if set(map(type, queued)) == _ITEMS:
+        items = queued                   # engine commands only, parsed when queued (Server._queue)
+    else:
+        items = _exec_items(srv, c, queued)
+    replies, _ = await srv._run(items, exec_=True, watched=watched, proto=c.proto)
+    if replies is None:
+        return Raw(encode(NULL_ARRAY, c.proto))
+    srv.stats.replies(items, replies)         # each an INFO commandstats call, as in Redis
+    return Raw(b"*%d\r\n%s" % (len(items), encode_replies(items, replies, c.proto)))
+
+
+_ITEMS = {Item}
+
+
+def _exec_items(srv, c, queued):
+    """EXEC's Items of the commands ``queued``: engine commands as they
+    were queued, server commands run now, as Redis runs them."""
     items = []
     for a in queued:
         if type(a) is Item:              # an engine command, parsed when queued (Server._queue)
@@ -573,11 +590,4 @@ async def _exec(srv, c, argv):
         if it.cmd is None and it.name is None:
             it.name = a[0].decode("latin-1").lower()
         items.append(it)
-    replies, _ = await srv._run(items, exec_=True, watched=watched, proto=c.proto)
-    if replies is None:
-        return Raw(encode(NULL_ARRAY, c.proto))
-    srv.stats.replies(items, replies)         # each an INFO commandstats call, as in Redis
-    parts = [b"*%d\r\n" % len(items)]
-    for it, r in zip(items, replies):
-        parts.append(encode(r, c.proto, it.array_null))
-    return Raw(b"".join(parts))
+    return items

@@ -2,7 +2,8 @@
 an engine command parsed by the CLI's own command table, or a function
 of the transaction) and ``Job`` (one client's commands, run in order and
 answered after the commit), and ``item_for`` (a command's arguments ->
-its Item, with the parse of a worker's repeated read kept and shared).
+its Item, with the parse of a worker's repeated read kept and shared;
+``queue_adds``: a MULTI block's run of plain XADDs queued at once).
 
 Who imports it: xstream_cli.server.engine, .reading, .routing and
 .commands; the in-process client (xstream_cli.client) through the engine.
@@ -41,7 +42,7 @@ def item_for(argv):
     the reply when it does not parse)."""
     add = plain_add(argv)
     if add is not None:
-        return Item(cmd=_XADD, args=(), plain_add=add)
+        return add_item(add)
     na = len(argv)
     name = argv[0].upper()
     key = None
@@ -63,6 +64,44 @@ def item_for(argv):
             _parsed.clear()
         _parsed[key] = (cmd, args)
     return Item(cmd=cmd, args=args)
+
+
+def add_item(add, _new=Item.__new__, _cls=Item):
+    """The Item of a plain ``XADD key * field value ...`` (``add``: its
+    (key, fields), from plain_add): what ``Item(cmd=XADD, args=(),
+    plain_add=add)`` makes, without its tests -- the most frequent
+    command of all, and of MULTI blocks of thousands."""
+    it = _new(_cls)
+    it.reply = it.fn = None
+    it.cmd = _XADD
+    it.args = ()
+    it.plain_add = add
+    it.write = _XADD.write
+    it.array_null = it.rejected = it.heavy = False
+    it.name = _XADD.name
+    it.usec = 0
+    return it
+
+
+def queue_adds(queued, cmds, start):
+    """Queue the run of plain ``XADD key * field value ...`` that begins
+    at ``cmds[start]`` inside MULTI (``queued``: the client's queue):
+    their Items, as the server's ``Routing._queue`` would queue each
+    (such a command is never refused at queueing), in one loop.  How
+    many there were."""
+    k = start
+    n = len(cmds)
+    app = queued.append
+    while k < n:
+        argv = cmds[k]
+        if type(argv) is not list:
+            break                        # a ProtocolError: the general loop
+        add = plain_add(argv)
+        if add is None:
+            break
+        app(add_item(add))
+        k += 1
+    return k - start
 
 
 # A worker sends the same read over and over (XREADGROUP GROUP g c COUNT 10

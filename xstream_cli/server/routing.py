@@ -21,7 +21,7 @@ from xstream_cli.output.reply import Status
 from xstream_cli.server.commands import LOCAL, NOAUTH_OK, NOT_QUEUED, PROTO_CHANGERS
 from xstream_cli.server.engine import answer
 from xstream_cli.server.flow import GONE, RUN, Flow
-from xstream_cli.server.jobs import Item, Job, item_for
+from xstream_cli.server.jobs import Item, Job, item_for, queue_adds
 from xstream_cli.server.resp import ProtocolError, Raw, encode
 
 log = logging.getLogger("xs.serve")
@@ -36,7 +36,11 @@ class Routing:
 
     async def _dispatch(self, c, cmds):
         batch = []                   # Items waiting for the engine
-        for argv in cmds:
+        i = 0
+        n_cmds = len(cmds)
+        while i < n_cmds:
+            argv = cmds[i]
+            i += 1
             if c.auth_delay:
                 await self._auth_penalty(c)
             if c.closing:
@@ -68,6 +72,12 @@ class Routing:
                 batch.append(Item(reply=RedisError(NOAUTH), name=_stat_name(argv), rejected=True))
                 continue
             if c.multi is not None and name not in NOT_QUEUED:
+                k = queue_adds(c.multi, cmds, i - 1)
+                if k:                    # a run of plain XADDs (a MULTI block's rows): one QUEUED reply each
+                    i += k - 1
+                    c.last_cmd = cmds[i - 1][0].upper()
+                    batch.append(Item(reply=Raw(_QUEUED * k)))
+                    continue
                 batch.append(Item(reply=self._queue(c, argv)))
                 continue
             local = LOCAL.get(name)
@@ -196,6 +206,9 @@ class Routing:
             argv = it
         c.multi.append(argv)
         return Status("QUEUED")
+
+
+_QUEUED = encode(Status("QUEUED"))
 
 
 def _stat_name(argv):
