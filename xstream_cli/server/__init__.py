@@ -21,6 +21,7 @@ the CLI's session, runner, prompt or app.
 returns 0.
 """
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -53,6 +54,18 @@ def _runner(config):
     return asyncio.run
 
 
+def _settle_collector():
+    """The cyclic collector for a server: what exists once it is up (the
+    modules, the command table, the store's objects) is frozen out of
+    its scans, and the youngest generation is collected a tenth as
+    often.  A block of 1,000 queued XADDs makes some 10,000 objects,
+    almost none in a cycle: with the default thresholds the collections
+    took about 5% of xs serve's time."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(7000, 10, 10)
+
+
 def serve(store, config, ready=None):
     """Serve ``store`` until SIGTERM / SIGINT; returns the exit status."""
     from xstream_cli.server.connection import Server
@@ -67,6 +80,7 @@ def serve(store, config, ready=None):
             loop.add_signal_handler(sig, stop.set)
         if ready is not None:
             ready(srv)
+        _settle_collector()
         await stop.wait()
         log.info("signal received: draining %d client(s)", len(srv.clients))
         await srv.stop()
