@@ -9,6 +9,7 @@ stream's sets once and keeps them in the transaction's cache (the
 ``tails`` dict of storage.parts.log), which a rolled-back verb clears: a set
 made by a failed command is forgotten with it.
 """
+from itertools import chain
 from operator import itemgetter
 
 from storage import codec
@@ -16,6 +17,7 @@ from storage.ids import fmt
 from storage.parts import nodes as _nodes
 
 _ABSENT = object()
+_LIST = {list}
 _first, _second = itemgetter(0), itemgetter(1)
 
 
@@ -80,6 +82,10 @@ class Shapes:
         entries (``encode_block``)."""
         if block is not None:
             return self.encode_block(sid, items, block)
+        if items and type(items[0][1]) is list:
+            done = self._list_set(sid, items)     # xs serve's adds: argument lists
+            if done is not None:
+                return done
         try:
             fs = list(map(_second, items))
             blob = b"\n\0\n".join(fs)              # a NUL word between entries (NUL is unsafe)
@@ -150,13 +156,41 @@ class Shapes:
             col = words[j::w]
             if col.count(col[0]) != n:
                 return None                        # another field set among them
-        names = tuple(words[0:c:2])
+        return self._encoded(sid, ids, tuple(words[0:c:2]), [words[j::w] for j in range(1, c, 2)], n)
+
+    def _list_set(self, sid, items):
+        """``encode_many`` of items whose fields are lists (a command's
+        arguments), if they all have one field set and no unsafe byte:
+        sliced into columns and encoded as ``_one_set`` does.  None
+        otherwise."""
+        fs = list(map(_second, items))
+        n = len(fs)
+        c = len(fs[0])
+        if not c or c & 1 or set(map(type, fs)) != _LIST or set(map(len, fs)) != {c}:
+            return None
+        cols = [list(map(itemgetter(j), fs)) for j in range(c)]
+        for col in cols[0::2]:
+            if col.count(col[0]) != n:
+                return None                        # another field set among them
+        vals = cols[1::2]
+        try:
+            blob = b"".join(chain.from_iterable(vals))
+        except TypeError:
+            return None
+        if len(blob.translate(None, codec.UNSAFE)) != len(blob):
+            return None                            # a value with an unsafe byte: one by one
+        return self._encoded(sid, list(map(_first, items)), tuple(fs[0][0::2]), vals, n)
+
+    def _encoded(self, sid, ids, names, cols, n):
+        """The (key, value) pairs and node runs of entries ``ids`` with
+        field set ``names`` and value columns ``cols``, encoded in one
+        formatting pass; None when the set is not (and cannot be made)
+        one of the stream's."""
         s = self._of(sid)[1].get(names, _ABSENT)
         if s is _ABSENT:
             s = self.shape_for(sid, names)
         if s is None:
             return None
-        cols = [words[j::w] for j in range(1, c, 2)]
         first, last = ids[0], ids[-1]
         if first[0] == last[0] and last[1] - first[1] == n - 1:     # ascending: one millisecond's run
             keys = codec.run_keys(sid, first[0], first[1], n)
