@@ -20,8 +20,9 @@ sides.
 
 The network reads (unless ``--no-network``): the store served by ``xs
 serve`` (plain TCP on loopback, no password) and the same entries
-copied into a ``redis-server`` (``xs export --to``; skipped when
-redis-server is not installed), each read with
+copied into a ``redis-server`` with ``appendfsync always``, the
+durable peer (``xs export --to``; skipped when redis-server is not
+installed), each read with
 ``option("url", ...)``, same partitions, ``chunk`` 1000: their times
 and their ratio to the local ``path`` read (>1: slower).  Then the
 write: the N entries' fields written by Spark to a new stream with
@@ -112,8 +113,10 @@ def servers(db, tmp, out):
         port = free_port()
         d = os.path.join(tmp, "redis")
         os.mkdir(d)
-        p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                              "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # the durable peer, as in every other benchmark: each write on disk before its reply
+        p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                              "--appendfsync", "always", "--dir", d], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
         out["redis-server"] = ("redis://127.0.0.1:%d" % port, p)
         wait_port(port, p)
         t = time.monotonic()
