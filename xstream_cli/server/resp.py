@@ -258,6 +258,7 @@ class RequestParser:
 
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
 _HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
+_BULK_HEAD = [b"$%d\r\n" % k for k in range(4096)]   # length -> a bulk string's header (replies)
 
 
 def _whole_frames(data, out, max_bulk, limit=1 << 62):
@@ -378,6 +379,10 @@ def entries_body(r):
 
 
 def _entries_body(r, resp3, array_null, out):
+    """The entries of ``r`` (Entries), each ``*2 $id *2n $name $value
+    ...``, into ``out``: a run of one shape as one join of its parts
+    laid out by slices -- the bulk headers of the IDs and values looked
+    up by length (``_bulk_heads``), the names' parts made once a run."""
     app = out.append
     for names, ids, flat in r.columns():
         if names is None:
@@ -386,17 +391,29 @@ def _entries_body(r, resp3, array_null, out):
             continue
         n = len(names)
         count = len(ids)
-        stride = 2 + 2 * n
-        per = b"*2\r\n$%%d\r\n%%b\r\n*%d\r\n" % (2 * n) + b"".join(
-            b"$%d\r\n" % len(nm) + nm.replace(b"%", b"%%") + b"\r\n$%d\r\n%b\r\n" for nm in names)
-        args = [None] * (count * stride)
-        args[0::stride] = map(len, ids)
-        args[1::stride] = ids
-        for j in range(n):
+        stride = 3 + 3 * n
+        parts = [None] * (count * stride)
+        parts[0::stride] = [b"\r\n*2\r\n"] * count         # the CRLF ending the entry before
+        parts[1::stride] = _bulk_heads(ids)
+        parts[2::stride] = ids
+        for j, name in enumerate(names):
             vals = flat[j::n]
-            args[2 + 2 * j::stride] = map(len, vals)
-            args[3 + 2 * j::stride] = vals
-        app(per * count % tuple(args))
+            head = (b"\r\n*%d\r\n" % (2 * n) if j == 0 else b"\r\n") + b"$%d\r\n%b\r\n" % (len(name), name)
+            parts[3 + 3 * j::stride] = [head] * count
+            parts[4 + 3 * j::stride] = _bulk_heads(vals)
+            parts[5 + 3 * j::stride] = vals
+        parts[0] = b"*2\r\n"
+        parts.append(b"\r\n")
+        app(b"".join(parts))
+
+
+def _bulk_heads(values):
+    """``$length\r\n`` of each of ``values``: looked up by length (C-level
+    passes) when all are under 4 KB."""
+    try:
+        return list(map(_BULK_HEAD.__getitem__, map(len, values)))
+    except IndexError:                   # a value of 4 KB or more
+        return [b"$%d\r\n" % len(v) for v in values]
 
 
 def _enc(r, resp3, array_null, out):
