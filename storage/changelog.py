@@ -36,7 +36,10 @@ databases in ``MERGED`` that a commit writes more than once (a group
 commit of XADDs rewrites the stream's record and its counter in
 ``meta`` each time) are logged once, with the last op's value, in the
 place of the first (``merge``); records of a few KB (group commits of
-single commands) are compressed (storage.codec.changes).
+single commands) are compressed (storage.codec.changes).  A bulk put's
+pairs are packed when KV logs them (storage.codec.changes.pack_pairs):
+ten thousand (key, value) tuples kept until the commit were walked by
+every pass of the cyclic collector meanwhile.
 
 Kept while needed.  Each registered replica has its position in
 ``meta`` (``changelog.replica.<id>``); ``ack`` moves it and deletes the
@@ -167,13 +170,23 @@ class Savepoint:
 
 def _final(lt, db, keys):
     """The ops that give the keys ``keys`` of database ``db`` their value
-    in ``lt``: PUT, or DEL if absent; in key order."""
-    get = lt.get
-    out = []
-    for k in sorted(keys):
-        v = get(k, db=db)
-        out.append((changes.OP_PUT, db, k, v) if v is not None else (changes.OP_DEL, db, k))
-    return out
+    in ``lt``: PUT, or DEL if absent; in key order.  Many are read in
+    one call (a cursor's getmulti: half the time of a get each, for the
+    hundred nodes of a bulk ingest's commit)."""
+    keys = sorted(keys)
+    put = changes.OP_PUT
+    if len(keys) < 8:                           # a group commit's one or two: a get each
+        get = lt.get
+        out = []
+        for k in keys:
+            v = get(k, db=db)
+            out.append((put, db, k, v) if v is not None else (changes.OP_DEL, db, k))
+        return out
+    found = lt.cursor(db=db).getmulti(keys)     # the keys present, in order
+    if len(found) == len(keys):
+        return [(put, db, k, v) for k, v in found]
+    have = dict(found)
+    return [(put, db, k, have[k]) if k in have else (changes.OP_DEL, db, k) for k in keys]
 
 
 def merge(ops, dbs):

@@ -117,24 +117,43 @@ def encode_record(time_ms, ops, names=None):
     return rec
 
 
+def pack_pairs(pairs):
+    """MULTI's pairs as the map of the PAIRS forms, packed: an op's pairs
+    may be given so (storage.parts.kv packs a bulk put's when it is made,
+    so the pairs do not live on until the commit, where the cyclic
+    collector would walk them at every collection)."""
+    return msgpack.Packer(use_bin_type=True).pack_map_pairs(pairs)
+
+
 def _pack_pairs(time_ms, ops, default):
     """A record with MULTI ops in the CODEC_PAIRS form, and where its ops
-    begin in it."""
+    begin in it.  MULTI's pairs: (key, value) pairs, or ``pack_pairs``'s
+    bytes."""
     p = msgpack.Packer(use_bin_type=True, autoreset=False, default=default)
     p.pack_array_header(3)
     p.pack(time_ms)
     p.pack(CODEC_PAIRS)
     head = 2 + len(msgpack.packb(time_ms))
     p.pack_array_header(len(ops))
+    parts = []
     for op in ops:
         if op[0] == OP_MULTI:
             p.pack_array_header(3)
             p.pack(OP_MULTI)
             p.pack(op[1])
-            p.pack_map_pairs(op[2])
+            pairs = op[2]
+            if type(pairs) is bytes:        # packed already
+                parts.append(p.bytes())
+                p.reset()
+                parts.append(pairs)
+            else:
+                p.pack_map_pairs(pairs)
         else:
             p.pack(op)
-    return p.bytes(), head
+    if not parts:
+        return p.bytes(), head
+    parts.append(p.bytes())
+    return b"".join(parts), head
 
 
 def _unpack(b):

@@ -9,19 +9,20 @@ Keys and values are bytes produced by storage.codec.
 The change log (storage.changelog).  When the store logs its changes,
 the transaction (or savepoint) has a ``log`` (a ``storage.changelog.Logged``)
 whose ``ops`` list takes every write made here, as the ops of
-storage.codec.changes, and a ``KV`` over it appends them (``ops`` None
-otherwise: one test per write).  The database ``late_db`` (the node
-index, whose record of a stream's last node every XADD rewrites) is
-not logged write by write: the keys written are gathered in ``late``
-and their final values logged once, at commit; its range deletes are
-logged in place.  Nothing else in the engine writes to the
-store, so the log is complete by construction.
+storage.codec.changes (a bulk put's pairs already packed), and a
+``KV`` over it appends them (``ops`` None otherwise: one test per
+write).  The database ``late_db`` (the node index, whose record of a
+stream's last node every XADD rewrites) is not logged write by write:
+the keys written are gathered in ``late`` and their final values logged
+once, at commit; its range deletes are logged in place.  Nothing else
+in the engine writes to the store, so the log is complete by
+construction.
 """
 from _functools import partial  # the C class functools re-exports, without functools' own imports (types ...)
 from itertools import islice
 
 from storage.codec import prefix_end
-from storage.codec.changes import OP_BELOW, OP_DEL, OP_MULTI, OP_PUT
+from storage.codec.changes import OP_BELOW, OP_DEL, OP_MULTI, OP_PUT, pack_pairs
 
 
 class KV:
@@ -122,12 +123,16 @@ class KV:
         return self.cursor(db).putmulti(items, append=append)[1]
 
     def _log_multi(self, db, items):
-        """Log a bulk put of ``items``; returns them as a list."""
-        items = list(items)
+        """Log a bulk put of ``items``; returns them as a list.  Its pairs
+        are logged packed (storage.codec.changes.pack_pairs): kept as they
+        are until the commit, a bulk ingest's ten thousand tuples would
+        be walked by every collection of the cyclic collector meanwhile."""
+        if type(items) is not list:
+            items = list(items)
         ops = self.ops
         if items and ops is not None:
             if db is not self.late_db:
-                ops.append((OP_MULTI, db, items))
+                ops.append((OP_MULTI, db, pack_pairs(items)))
             else:
                 self.late.update([k for k, _ in items])
         return items
