@@ -68,3 +68,58 @@ def test_a_plain_add_item_is_the_item_the_general_constructor_makes():
     fast, general = add_item(add), Item(cmd=_XADD, args=(), plain_add=add)
     assert {k: getattr(fast, k) for k in Item.__slots__} == {k: getattr(general, k) for k in Item.__slots__}
     assert item_for([b"xadd", b"s", b"*", b"f", b"v"]).plain_add == (b"s", [b"f", b"v"])
+
+
+def test_a_jobs_calls_are_counted_alike_in_bulk_and_one_by_one():
+    from storage.errors import RedisError
+    cases = [
+        [("xadd", b"1-1"), ("xadd", b"1-2"), ("xadd", b"1-3")],                     # the bulk path
+        [("xadd", b"1-1"), ("xadd", RedisError("ERR x")), ("xadd", b"1-3")],
+        [("xadd", b"1-1"), ("xlen", b"1-2"), ("xadd", b"1-3")],
+        [("ping", b"a"), ("ping", b"b")],
+    ]
+    for case in cases:
+        for tracking in (False, True):
+            bulk, each = Stats(), Stats()
+            for st in (bulk, each):
+                st.tracking = tracking
+                st.commands["xadd"] = [1, 5, 0, 0]                       # seen before: the run path
+            items = []
+            for name, _ in case:
+                it = Item(name=name)
+                it.usec = 7
+                items.append(it)
+            replies = [r for _, r in case]
+            bulk.replies(items, replies)
+            for it, r in zip(items, replies):
+                each.reply(it, r)
+            assert (bulk.commands, bulk.errors, bulk.latency) == (each.commands, each.errors, each.latency), case
+
+
+def test_a_pipeline_of_plain_adds_added_at_once_gets_each_its_id(tmp_path, monkeypatch):
+    from storage.store import Store
+    from storage.txn import Txn
+    from xstream_cli.execution.batch import Batch
+    monkeypatch.setattr(Txn, "now", staticmethod(lambda: 1_700_000_000_000))
+    adds = [(b"s", [b"f", b"%d" % k]) for k in range(5)] + [(b"t", [b"g", b"h"])]
+    got = []
+    for kind in ("all", "each"):
+        store = Store(str(tmp_path / kind), durable=False)
+
+        def run(tx):
+            b, out = Batch(tx), [None] * len(adds)
+            if kind == "all":
+                b.add_all(out, adds)
+            else:
+                for i, (k, f) in enumerate(adds):
+                    b.add(out, i, k, f)
+            b.flush()
+            return out
+        got.append(store.run(run, write=True, savepoints=True))
+        store.close()
+    assert got[0] == got[1] and got[0][0] == b"1700000000000-0" and got[0][-1] == b"1700000000000-0"
+    store = Store(str(tmp_path / "ro"), durable=False)
+    out = [None] * 3
+    store.run(lambda tx: Batch(tx, "opened read-only").add_all(out, adds[:3]), write=True)
+    store.close()
+    assert [str(e) for e in out] == ["READONLY You can't write against a read only store (opened read-only)"] * 3

@@ -35,6 +35,7 @@ the caller waits (xstream_cli.execution.blocked).
 Who imports it: xstream_cli.execution.session and xstream_cli.server.engine.
 """
 from functools import partial
+from itertools import repeat
 from operator import itemgetter
 
 from storage import errors
@@ -112,6 +113,17 @@ class Batch:
             out[i] = errors.read_only(self.read_only)
             return
         self._join(_ADDS, (out, i, (key, fields)))
+
+    def add_all(self, out, items):
+        """Plain XADDs, ``items`` of (key, fields): ``out[i]`` gets the ID
+        of ``items[i]`` (``add`` of each, in one step)."""
+        if self.read_only is not None:
+            out[:] = [errors.read_only(self.read_only)] * len(items)
+            return
+        if self._kind is not _ADDS:
+            self.flush()
+            self._kind = _ADDS
+        self._run.extend(zip(repeat(out), range(len(items)), items))
 
     def add_many(self, out, i, items):
         """Plain XADDs, ``items`` of (key, fields): ``out[i]`` gets their

@@ -508,7 +508,14 @@ def _job(b, tx, job):
         now = tx.change_counters(list(job.watched))
         if list(job.watched.values()) != list(now):
             return None, None            # EXEC answers null
-    for i, it in enumerate(job.items):
+    items = job.items
+    if len(items) > 1:
+        adds = [it.plain_add for it in items]
+        if None not in adds:                 # a pipeline of plain XADDs: one run, added at once
+            replies = [None] * len(items)
+            b.add_all(replies, adds)
+            return replies, None
+    for i, it in enumerate(items):
         replies.append(it.reply)
         if it.reply is not None:
             continue

@@ -259,6 +259,7 @@ class RequestParser:
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
 _HEADER = [b"$%d" % k for k in range(4096)]          # length -> "$length" (arguments under 4 KB)
 _BULK_HEAD = [b"$%d\r\n" % k for k in range(4096)]   # length -> a bulk string's header (replies)
+_BYTES_ONLY = {bytes}
 
 
 def _whole_frames(data, out, max_bulk, limit=1 << 62):
@@ -335,6 +336,8 @@ def encode_replies(items, replies, proto=2):
     engine Items they answer, for their ``array_null``)."""
     if len(replies) == 1:
         return encode(replies[0], proto, items[0].array_null)
+    if set(map(type, replies)) == _BYTES_ONLY:          # a pipeline of XADDs: their IDs
+        return b"".join([b"$%d\r\n%s\r\n" % (len(r), r) for r in replies])
     out = []
     app = out.append
     resp3 = proto == 3

@@ -19,6 +19,7 @@ CONFIG).
 """
 
 import threading
+from operator import attrgetter
 
 from storage.errors import RedisError
 from xstream_cli.server.config import percentile_text
@@ -70,6 +71,10 @@ _NO_TIME = hist_index(0)       # the bucket of a call that took no engine time
 
 
 # ================================================================ Stats
+
+_BULK_ONLY = {bytes}
+_name = attrgetter("name")
+
 
 class Stats:
     """The server's reply counters (INFO; CONFIG RESETSTAT zeroes them)."""
@@ -167,6 +172,12 @@ class Stats:
         succeeded, counted a run of one command at a time (a job's items
         share its time: one histogram step per run, not per call)."""
         commands = self.commands
+        if len(replies) > 1 and set(map(type, replies)) == _BULK_ONLY and len(set(map(_name, items))) == 1:
+            # the usual pipeline: calls of one command, each answered with a bulk string
+            st = commands.get(items[0].name)
+            if st is not None:
+                self._calls(items[0].name, st, len(items), items[0].usec)
+                return
         name = st = None
         run = usec = 0
         for it, r in zip(items, replies):
