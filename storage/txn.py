@@ -508,11 +508,13 @@ class Txn:
 
     # ============== Redis's serialization: DUMP, RESTORE, RDB files (issue 26)
 
-    def dump_value(self, name: bytes) -> "Optional[bytes]":
+    def dump_value(self, name: bytes, active_time: bool = False) -> "Optional[bytes]":
         """DUMP: the stream as a Redis DUMP payload (RDB type 19, version
-        10: what Redis 7.0 and later restore), or None if missing."""
+        10: what Redis 7.0 and later restore; with ``active_time``, type
+        21, version 11: Redis 7.2 and later, consumers' active-time
+        kept), or None if missing."""
         from storage.verbs.serialized import dump
-        return self._read(dump, name)
+        return self._read(dump, name, active_time)
 
     def restore_value(self, name: bytes, payload: bytes, opts: "RestoreOptions") -> None:
         """RESTORE: a stream from a Redis DUMP payload (types 15, 19, 21)."""

@@ -84,6 +84,7 @@ class RedisReplica:
         self.acked, self.acked_at = None, 0.0
         self.server = ""
         self.caps = frozenset()
+        self.active_time = False         # the server restores RDB type 21 (Redis 7.2+): consumers' active-time kept
         self.max_bulk = DEFAULT_MAX_BULK  # the server's proto-max-bulk-len: a bigger DUMP goes as commands
         self.store_id = None
         self.log_id = None
@@ -112,6 +113,9 @@ class RedisReplica:
             raise ReplicaError("%s runs %s; a replica needs Redis 7.0 or newer (XSETID ENTRIESADDED, XGROUP "
                                "CREATE ENTRIESREAD)" % (safe_url(self.url), name))
         self.server = name
+        # Redis 7.2 and later (Valkey too) restore RDB type 21, which keeps
+        # each consumer's active-time; 7.0 and 7.1 only type 19
+        self.active_time = _version(ver) >= (7, 2)
         try:                            # a managed server may refuse CONFIG: Redis's default then
             got = r.execute_command("CONFIG", "GET", "proto-max-bulk-len")
             self.max_bulk = int(got[1])
@@ -229,7 +233,7 @@ class RedisReplica:
         self.copied.add(name)
         plain = not meta.idmp_cfg and _no_nacks(lt, self.store.dbs, model, sid)
         if plain:
-            payload = tx.dump_value(name)
+            payload = tx.dump_value(name, self.active_time)
             # a payload over the server's proto-max-bulk-len (512 MB by
             # default) cannot be sent in one argument: by commands then
             if len(payload) <= self.max_bulk:

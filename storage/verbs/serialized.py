@@ -38,17 +38,26 @@ I64 = (1 << 63) - 1
 
 # ====================================================================== out
 
-def dump(p, name):
-    """DUMP: the stream's payload (bytes), or None if there is no such key."""
-    v = stream_value(p, name)
-    return None if v is None else R.rdb_dump_payload(v[0])
+def dump(p, name, active_time=False):
+    """DUMP: the stream's payload (bytes), or None if there is no such
+    key: RDB type 19 in an RDB version 10 payload (what Redis 7.0 and
+    later restore); with ``active_time``, type 21 in a version 11 one
+    (Redis 7.2 and later, which keep each consumer's active-time)."""
+    v = stream_value(p, name, active_time)
+    if v is None:
+        return None
+    return R.rdb_dump_payload(v[0], _ACTIVE_TIME_VERSION) if active_time else R.rdb_dump_payload(v[0])
 
 
-def stream_value(p, name):
+_ACTIVE_TIME_VERSION = 11            # Redis 7.2's RDB version, the first with RDB_TYPE_STREAM_LISTPACKS_3
+
+
+def stream_value(p, name, active_time=False):
     """(value, notes) of stream ``name``: ``value`` the RDB type byte and
-    object as DUMP and RDB files hold them; ``notes`` what it does not
-    carry ({"idmp": 1} for IDMP history).  None if there is no such
-    stream.  Refuses (RedisError) a stream with NACKed entries."""
+    object as DUMP and RDB files hold them (``active_time``: type 21, see
+    ``dump``); ``notes`` what it does not carry ({"idmp": 1} for IDMP
+    history).  None if there is no such stream.  Refuses (RedisError) a
+    stream with NACKed entries."""
     m = p.streams.get(name)
     if m is None:
         return None
@@ -56,7 +65,7 @@ def stream_value(p, name):
     groups = []
     meta: dict | None = None
     group: tuple[bytes, object, object, list, list] | None = None
-    consumer: tuple[bytes, object, list] | None = None
+    consumer: tuple[bytes, object, list, object] | None = None
     idmp = 0
     for rec in stream_records(p, name, batched=True):
         kind = rec[0]
@@ -71,7 +80,7 @@ def stream_value(p, name):
             groups.append(group)
         elif kind == "consumer":
             assert group is not None            # a consumer's record follows its group's
-            consumer = (rec[1], rec[2], [])
+            consumer = (rec[1], rec[2], [], rec[3])
             group[4].append(consumer)
         elif kind == "pending":
             assert group is not None and consumer is not None     # ... and its pending entries follow it
@@ -84,7 +93,7 @@ def stream_value(p, name):
     first = entries[0][0] if entries else MIN_ID
     value = R.rdb_stream_value(_node_entries(p, m, entries),
                                (m.length, meta["last-id"], first, meta["max-deleted-id"], meta["entries-added"]),
-                               groups)
+                               groups, active_time)
     return value, {"idmp": idmp}
 
 

@@ -271,6 +271,22 @@ def test_dump_and_restore_keep_a_stream(store, big):
     assert nodes(store, b"t", body=False) == nodes(store, b"s", body=False)
 
 
+
+def test_dump_for_redis_7_2_carries_each_consumers_active_time(store):
+    """The replica's DUMP to Redis 7.2 and later (and Valkey): type 21 in
+    an RDB version 11 payload, whose consumers hold their active-time
+    (-1 for one never active), so a restore keeps everything."""
+    build(store, b"s")
+    payload = read(store, lambda tx: tx.dump_value(b"s", True))
+    assert payload[:1] == b"\x15" and payload[-10:-8] == b"\x0b\x00"     # type 21, RDB version 11
+    restore(store, b"t", payload)
+    assert records(store, b"t") == records(store, b"s")
+    consumers = {r[1]: r for r in records(store, b"t") if r[0] == "consumer"}
+    assert consumers[b"idle"][3] == -1 and consumers[b"alice"][3] > 0
+    assert nodes(store, b"t", body=False) == nodes(store, b"s", body=False)
+    assert read(store, lambda tx: tx.dump_value(b"t", True)) == payload
+    assert dump(store, b"t") == dump(store, b"s")                          # and type 19 as before
+
 def test_an_empty_stream_with_groups(store):
     write(store, lambda tx: tx.create_group(b"e", b"g", GroupOptions(start=b"$", mkstream=True)))
     write(store, lambda tx: tx.create_consumer(b"e", b"g", b"c"))

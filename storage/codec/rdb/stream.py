@@ -318,8 +318,10 @@ def rdb_stream_events(r, rdbtype):
     yield ("end",)
 
 
-def rdb_stream_value(nodes, meta, groups):
-    """The RDB_TYPE_STREAM_LISTPACKS_2 value (type byte first) of a stream:
+def rdb_stream_value(nodes, meta, groups, active_time=False):
+    """The RDB_TYPE_STREAM_LISTPACKS_2 value (type byte first) of a stream
+    -- with ``active_time``, RDB_TYPE_STREAM_LISTPACKS_3 (Redis 7.2 and
+    later), which also holds each consumer's active-time:
 
       nodes   [(master ID, names, [(ID, fields)], deleted count, last ID)]
               (names: the master entry's field names; the deleted
@@ -327,11 +329,12 @@ def rdb_stream_value(nodes, meta, groups):
               SAMEFIELDS entries at the last ID, flagged deleted)
       meta    (length, last ID, first ID, max-deleted ID, entries-added)
       groups  [(name, last ID, entries-read, [(ID, time, count)],
-               [(consumer, seen-time, [IDs])])]
+               [(consumer, seen-time, [IDs], active-time)])]
 
     Groups and consumers are written in name order and PELs in ID order,
     as Redis's radix trees hold them."""
-    out = [bytes((RDB_TYPE_STREAM_LISTPACKS_2,)), rdb_len(len(nodes))]
+    kind = RDB_TYPE_STREAM_LISTPACKS_3 if active_time else RDB_TYPE_STREAM_LISTPACKS_2
+    out = [bytes((kind,)), rdb_len(len(nodes))]
     for master, names, entries, deleted, last in nodes:
         out.append(rdb_string(rdb_raw_id(master)))
         out.append(rdb_string(_node_listpack(master, names, entries, deleted, last)))
@@ -345,8 +348,11 @@ def rdb_stream_value(nodes, meta, groups):
         for i, t, cnt in sorted(pel):
             out += [rdb_raw_id(i), rdb_ms_time(t), rdb_len(cnt)]
         out.append(rdb_len(len(consumers)))
-        for cname, seen, ids in sorted(consumers, key=lambda c: c[0]):
-            out += [rdb_string(cname), rdb_ms_time(seen), rdb_len(len(ids))]
+        for cname, seen, ids, active in sorted(consumers, key=lambda c: c[0]):
+            out += [rdb_string(cname), rdb_ms_time(seen)]
+            if active_time:
+                out.append(rdb_ms_time(active))        # -1: never active, as Redis 7.2 writes it
+            out.append(rdb_len(len(ids)))
             out += [rdb_raw_id(i) for i in sorted(ids)]
     return b"".join(out)
 
