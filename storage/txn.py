@@ -509,10 +509,8 @@ class Txn:
     # ============== Redis's serialization: DUMP, RESTORE, RDB files (issue 26)
 
     def dump_value(self, name: bytes, active_time: bool = False) -> "Optional[bytes]":
-        """DUMP: the stream as a Redis DUMP payload (RDB type 19, version
-        10: what Redis 7.0 and later restore; with ``active_time``, type
-        21, version 11: Redis 7.2 and later, consumers' active-time
-        kept), or None if missing."""
+        """DUMP: the stream's payload (storage.verbs.serialized.dump: type
+        19, or 21 with ``active_time``), or None if missing."""
         from storage.verbs.serialized import dump
         return self._read(dump, name, active_time)
 
