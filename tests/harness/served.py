@@ -85,6 +85,18 @@ class Served:
         return self.proc.returncode
 
 
+def wire(*commands):
+    """The RESP requests of ``commands`` (each a sequence of arguments:
+    bytes, or anything else as its text), as a client sends them."""
+    out = []
+    for argv in commands:
+        out.append(b"*%d\r\n" % len(argv))
+        for a in argv:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
 def raw(port, data, expect_close=False, timeout=5):
     """Send raw bytes; the bytes received until the reply stops (or EOF)."""
     c = socket.create_connection(("127.0.0.1", port), timeout=timeout)

@@ -22,24 +22,16 @@ import time
 import pytest
 
 from conftest import ROOT, XS, Resp3, xs_json
-from tests.harness.served import Served
+from tests.harness.served import Served, wire
 
 # ----------------------------------------------------------------- clients
-
-
-def _wire(argv):
-    out = [b"*%d\r\n" % len(argv)]
-    for a in argv:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
 
 
 class Pipe(Resp3):
     """A RESP3 connection that sends a whole pipeline in one write."""
 
     def send(self, cmds):
-        self.sock.sendall(b"".join(_wire(c) for c in cmds))
+        self.sock.sendall(wire(*cmds))
 
     def recv(self, n):
         return [self._read() for _ in range(n)]
@@ -538,7 +530,7 @@ def test_clients_gone_mid_pipeline_leave_the_group_as_delivered_in_order(srv):
     got = []
     for k in range(6):
         s = socket.create_connection(("127.0.0.1", srv.port))
-        s.sendall(b"".join(_wire([a if a is not None else "gone%d" % k for a in read]) for _ in range(400)))
+        s.sendall(b"".join(wire([a if a is not None else "gone%d" % k for a in read]) for _ in range(400)))
         if k % 2:
             time.sleep(0.01)
         _close_hard(s)

@@ -5,7 +5,7 @@ their calls counted in bulk (reading.py, stats.Stats.instant), and a
 step of server commands run once, in order."""
 import pytest
 
-from tests.harness.served import Served
+from tests.harness.served import Served, wire
 from xstream_cli.server import resp
 from xstream_cli.server.resp import RequestParser
 
@@ -36,10 +36,6 @@ def test_a_buffer_ending_after_a_whole_argument_of_a_request_is_not_taken_whole(
     assert p.pending() == 0
 
 
-def _wire(*commands):
-    return b"".join(b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a) for a in commands)
-
-
 def _raw(port, data, replies):
     """What the server answers to ``data``, once it holds ``replies`` lines."""
     import socket
@@ -68,9 +64,9 @@ def served(tmp_path):
 
 
 def test_pings_echoes_and_engine_commands_of_one_pipeline_answer_in_order(served):
-    wire = _wire([b"PING"], [b"XADD", b"s", b"1-1", b"f", b"v"], [b"ping", b"hi"], [b"ECHO", b"e"], [b"XLEN", b"s"],
-                 [b"PING"])
-    assert _raw(served.port, wire, 6) == b"+PONG\r\n$3\r\n1-1\r\n$2\r\nhi\r\n$1\r\ne\r\n:1\r\n+PONG\r\n"
+    data = wire([b"PING"], [b"XADD", b"s", b"1-1", b"f", b"v"], [b"ping", b"hi"], [b"ECHO", b"e"], [b"XLEN", b"s"],
+                [b"PING"])
+    assert _raw(served.port, data, 6) == b"+PONG\r\n$3\r\n1-1\r\n$2\r\nhi\r\n$1\r\ne\r\n:1\r\n+PONG\r\n"
 
 
 def test_pings_answered_where_they_are_read_count_in_commandstats_and_resetstat_clears_them(served):
@@ -89,7 +85,7 @@ def test_pings_answered_where_they_are_read_count_in_commandstats_and_resetstat_
 def test_a_server_command_in_a_step_runs_once(served):
     """A step handed to a task (CONFIG GET before a stream command) runs
     each command once and answers it once."""
-    got = _raw(served.port, _wire([b"CONFIG", b"GET", b"stream-node-max-entries"], [b"XLEN", b"s"]), 6)
+    got = _raw(served.port, wire([b"CONFIG", b"GET", b"stream-node-max-entries"], [b"XLEN", b"s"]), 6)
     assert got.endswith(b":0\r\n") and got.count(b"*2\r\n") == 1
     r = served.client()
     assert _calls(r, "config|get") == 1

@@ -11,12 +11,11 @@ import time
 
 import pytest
 
-from tests.harness.served import Served
+from tests.harness.served import Served, wire
 
 
 def _req(*args):
-    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+    return wire(args)
 
 
 _END = _req("PING", "end of the replies")

@@ -17,7 +17,7 @@ import pytest
 
 from storage import Store
 from storage.txn import Txn
-from tests.harness.served import Served, raw
+from tests.harness.served import Served, raw, wire
 from xstream_cli.server import engine as engine_mod
 from xstream_cli.server import jobs as jobs_mod
 from xstream_cli.server.config import Config
@@ -26,10 +26,6 @@ from xstream_cli.server.engine import Engine
 from xstream_cli.server.jobs import Job, item_for
 
 EXTRA = all(importlib.util.find_spec(m) is not None for m in ("hiredis", "uvloop"))
-
-
-def wire(*cmds):
-    return b"".join(b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c) for c in cmds)
 
 
 # a pipeline of every shape of request and reply, ending with a request
