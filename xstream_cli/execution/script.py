@@ -338,12 +338,18 @@ def _plainness(buf):
     separated by single spaces only (no tabs, CRs, quotes, NULs, no space
     at either end of a line), 1 if splitting on white space is enough (no
     quotes, NULs, VT or FF, which redis-cli treats specially), else 0."""
-    if b'"' in buf or b"'" in buf or b"\x00" in buf or b"\x0b" in buf or b"\x0c" in buf:
+    if _quoted(buf):
         return 0
     if (b"\t" in buf or b"\r" in buf or b"  " in buf or b"\n " in buf or b" \n" in buf
             or buf[:1] == b" " or buf[-1:] == b" "):
         return 1
     return 2
+
+
+def _quoted(buf):
+    """Whether ``buf`` holds a byte redis-cli's split treats specially
+    (quotes, NUL, VT, FF): then it is split as redis-cli does."""
+    return b'"' in buf or b"'" in buf or b"\x00" in buf or b"\x0b" in buf or b"\x0c" in buf
 
 
 def _add_block(lines, text):
@@ -353,9 +359,8 @@ def _add_block(lines, text):
     words: what run's loop of plain lines would give, its pairs made in
     a few C-level passes over the whole text and no object made per
     line.  None otherwise (the loop then takes the lines one by one)."""
-    if (b'"' in text or b"'" in text or b"\x00" in text or b"\x0b" in text or b"\x0c" in text
-            or b"\t" in text or b"\r" in text):
-        return None                   # not plain (see _plainness)
+    if _quoted(text) or b"\t" in text or b"\r" in text:
+        return None                   # not plain (see _plainness; spaces are checked below)
     first = lines[0]
     p = first.split(b" ", 3)
     if len(p) != 4 or p[2] != b"*" or not p[1] or not (p[0] in _XADD or p[0].upper() == b"XADD"):
