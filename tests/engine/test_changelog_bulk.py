@@ -20,6 +20,16 @@ def _logged(store):
     return changelog.logged(store, lt, raw)
 
 
+def _logging_from_a_base(store, tmp_path):
+    """The log on, a stream made, and a copy of the store then (the base
+    the records replay on): its path."""
+    changelog.enable(store, "r")
+    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
+    base = str(tmp_path / "base.mdb")
+    _base(store, base)
+    return base
+
+
 def test_a_bulk_put_is_logged_packed_and_the_record_is_the_same_bytes(store, tmp_path):
     changelog.enable(store, "r")
     base = str(tmp_path / "base.mdb")
@@ -45,10 +55,7 @@ def test_a_bulk_put_is_logged_packed_and_the_record_is_the_same_bytes(store, tmp
 
 
 def test_a_rolled_back_savepoint_takes_its_bulk_put_out_of_the_record(store, tmp_path):
-    changelog.enable(store, "r")
-    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
-    base = str(tmp_path / "base.mdb")
-    _base(store, base)
+    base = _logging_from_a_base(store, tmp_path)
     cnames = store.dbs[b"cnames"]
     lg = _logged(store)
     try:
@@ -73,10 +80,7 @@ def test_a_rolled_back_savepoint_takes_its_bulk_put_out_of_the_record(store, tmp
 
 
 def test_many_nodes_written_and_deleted_in_a_commit_are_logged_once_each_with_their_final_value(store, tmp_path):
-    changelog.enable(store, "r")
-    attempt(store, lambda tx: tx.add(b"s", [b"f", b"v"], AddOptions()))
-    base = str(tmp_path / "base.mdb")
-    _base(store, base)
+    base = _logging_from_a_base(store, tmp_path)
     nodes = store.dbs[b"nodes"]
     with store.env.begin() as t:
         before = list(t.cursor(db=nodes))
