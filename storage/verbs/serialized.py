@@ -46,10 +46,7 @@ def dump(p, name, active_time=False):
     v = stream_value(p, name, active_time)
     if v is None:
         return None
-    return R.rdb_dump_payload(v[0], _ACTIVE_TIME_VERSION) if active_time else R.rdb_dump_payload(v[0])
-
-
-_ACTIVE_TIME_VERSION = 11            # Redis 7.2's RDB version, the first with RDB_TYPE_STREAM_LISTPACKS_3
+    return R.rdb_dump_payload(v[0], R.RDB_VERSION_7_2 if active_time else R.RDB_VERSION)
 
 
 def stream_value(p, name, active_time=False):

@@ -6,6 +6,7 @@ import struct
 from storage.codec.keys import listpack_int
 
 RDB_VERSION = 10              # what xs writes: Redis 7.0 refuses anything newer
+RDB_VERSION_7_2 = 11          # Redis 7.2's, the first with RDB_TYPE_STREAM_LISTPACKS_3 (xs writes it for a replica)
 RDB_VERSION_MAX = 12          # the newest version xs reads (Redis 7.4 / 8.0)
 RDB_MAGIC = b"REDIS"
 
