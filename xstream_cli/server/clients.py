@@ -56,6 +56,7 @@ class Client:
         self.auth_delay = 0.0        # seconds to wait before answering a wrong password
         self.refused = 0             # NOAUTH replies since the client last waited for its replies
         self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
+        self.stalled = False         # the same, as a plain flag (looked at on every request)
 
     def info_line(self):
         now = time.monotonic()
@@ -99,8 +100,10 @@ class _Protocol(asyncio.Protocol):
 
     def pause_writing(self):
         if self.c is not None:
+            self.c.stalled = True
             self.c.writable.clear()
 
     def resume_writing(self):
         if self.c is not None:
+            self.c.stalled = False
             self.c.writable.set()

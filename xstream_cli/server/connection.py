@@ -281,6 +281,7 @@ class Server(Reading, Routing, TlsAccept):
         c.closing = True
         if c.call is not None:
             c.call.cancel()
+        c.stalled = False
         c.writable.set()
         self.clients.pop(c.id, None)
         log.debug("client %d gone", c.id)

@@ -50,6 +50,12 @@ class Reading:
         if c.closing:
             return
         parser = c.parser
+        if c.task is None and not c.inflight and not c.stalled:
+            cmds = parser.lone(data, STEP_COMMANDS)     # the usual read: whole requests, nothing buffered
+            if cmds is not None:
+                c.refused = 0
+                self._pump(c, cmds)
+                return
         if c.refused and not parser.pending():
             c.refused = 0                    # it read its replies before sending more
         parser.feed(data)
@@ -96,37 +102,42 @@ class Reading:
                 break
         return out
 
-    def _pump(self, c):
-        """Start on the client's buffered commands.  The common case, only
+    def _pump(self, c, cmds=None):
+        """Start on the client's buffered commands (or on ``cmds``, read
+        already: RequestParser.lone).  The common case, only
         commands of the table (no MULTI, authenticated), goes to the engine
         straight from here and is answered from a callback (no task);
         anything else runs in a task (``_process``)."""
         if c.closing or self.stopping:
             return                       # stopping: no new commands (those under way finish)
-        if not c.writable.is_set():
-            c.task = self.loop.create_task(self._process(c))
+        if c.stalled:
+            c.task = self.loop.create_task(self._process(c, cmds))
             return
-        cmds = c.parser.commands(STEP_COMMANDS) if c._authed else self._step(c)
-        if not cmds:
-            self._resume(c)
-            return
-        if c._authed and c.multi is None and type(cmds[-1]) is list:   # (a ProtocolError is last)
-            names = set(map(bytes.upper, map(_first, cmds)))
-            if names.isdisjoint(LOCAL):
-                instant = 0
-            elif names == _PING and max(map(len, cmds)) == 1:
-                c.last = time.monotonic()    # PING alone, the health check: answered here, at once
-                c.last_cmd = cmds[-1][0]
-                n = len(cmds)
-                self._send(c, _PONG * n)
-                self.stats.quick["ping"] += n     # Stats.instant, inline
-                if c.paused:
-                    self._resume(c)
-                if n >= STEP_COMMANDS:
-                    self.loop.call_soon(self._pump_more, c)
+        if cmds is None:
+            cmds = c.parser.commands(STEP_COMMANDS) if c._authed else self._step(c)
+            if not cmds:
+                self._resume(c)
                 return
+        if c._authed and c.multi is None and type(cmds[-1]) is list:   # (a ProtocolError is last)
+            if len(cmds) == 1:           # the usual step: one request (its set of names not made)
+                a = cmds[0]
+                name = a[0].upper()
+                if name not in LOCAL:
+                    instant = 0
+                elif name == b"PING" and len(a) == 1:
+                    self._pong(c, cmds)
+                    return
+                else:
+                    instant = _instants({name}, cmds)
             else:
-                instant = _instants(names, cmds)
+                names = set(map(bytes.upper, map(_first, cmds)))
+                if names.isdisjoint(LOCAL):
+                    instant = 0
+                elif names == _PING and max(map(len, cmds)) == 1:
+                    self._pong(c, cmds)
+                    return
+                else:
+                    instant = _instants(names, cmds)
             if instant >= 0:
                 c.last = time.monotonic()
                 c.last_cmd = cmds[-1][0]
@@ -150,6 +161,19 @@ class Reading:
                 self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
+
+    def _pong(self, c, cmds):
+        """A step of PINGs alone, the health check: answered here, at
+        once, counted inline (Stats.instant)."""
+        c.last = time.monotonic()
+        c.last_cmd = cmds[-1][0]
+        n = len(cmds)
+        self._send(c, _PONG * n)
+        self.stats.quick["ping"] += n
+        if c.paused:
+            self._resume(c)
+        if n >= STEP_COMMANDS:
+            self.loop.call_soon(self._pump_more, c)
 
     def _instant(self, c, cmds):
         """Answer a step of PINGs and ECHOs at once: no Item, no job, one
@@ -193,7 +217,7 @@ class Reading:
             if cmds is not None and not c.closing:
                 await self._dispatch(c, cmds)
             while not c.closing:
-                if not c.writable.is_set():
+                if c.stalled:
                     await c.writable.wait()      # a slow reader waits alone
                 unauthed = c.parser.unauthed
                 cmds = self._step(c)

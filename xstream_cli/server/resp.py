@@ -27,6 +27,7 @@ from xstream_cli.splitargs import SplitError, split_line
 MAX_BULK = 512 << 20            # proto-max-bulk-len
 MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
 MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
+LONE_MAX = 16 << 10             # RequestParser.lone: the longest read it looks at
 UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
 UNAUTHED_BULK = 16384           # ... of 16 KB each
 
@@ -89,6 +90,48 @@ class RequestParser:
 
     def feed(self, data):
         self.buf += data
+
+    def lone(self, data, limit):
+        """The requests in ``data``, without buffering them, when nothing is
+        buffered and ``data`` is whole requests in the form clients write
+        (``*N``, then ``$len`` and the argument for each, no CRLF inside
+        an argument), all of the same number of arguments and at most
+        ``limit`` of them: the usual read of a client that waits for each
+        reply (one request), or of a pipeline of one command.  None
+        otherwise (then ``feed`` and ``commands``).
+
+        One split on CRLF; then each argument position is a slice of the
+        tokens, checked all at once against the headers the arguments'
+        lengths make: ``data`` is then exactly these arguments' encoding,
+        so the general loop would read the same (and hiredis is not needed
+        to be fast)."""
+        if self.buf or self._argv is not None or self.unauthed or self.broken or type(data) is not bytes \
+                or len(data) > LONE_MAX or len(data) > self.max_bulk:
+            return None
+        toks = data.split(b"\r\n")
+        first = toks[0]
+        argc = _ARGC.get(first)
+        if argc is None or toks[-1]:
+            return None
+        step = 2 * argc + 1
+        n = len(toks) - 1
+        header = _HEADER.__getitem__
+        try:
+            if n == step:                    # one request
+                argv = toks[2::2]
+                return [argv] if toks[1:-1:2] == list(map(header, map(len, argv))) else None
+            count, rest = divmod(n, step)
+            if rest or count > limit or toks[0:-1:step].count(first) != count:
+                return None
+            columns = []
+            for k in range(2, step, 2):      # the k-th tokens of every request: one argument position
+                args = toks[k::step]
+                if toks[k - 1::step] != list(map(header, map(len, args))):
+                    return None
+                columns.append(args)
+        except IndexError:                   # an argument of 4 KB or more
+            return None
+        return list(map(list, zip(*columns)))
 
     def pending(self):
         """Bytes buffered and not yet parsed."""
