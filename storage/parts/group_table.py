@@ -49,7 +49,11 @@ class GroupTable:
 
     def get(self, m, name):
         """Group ``name`` of stream ``m``, or None."""
-        return self._load(self._groups, self._graw, (m.sid, name), self._gdb, codec.group_key(m.sid, name),
+        k = (m.sid, name)
+        g = self._groups.get(k, _ABSENT)      # a run of reads of one group (Txn.shared): looked up once
+        if g is not _ABSENT:
+            return g
+        return self._load(self._groups, self._graw, k, self._gdb, codec.group_key(m.sid, name),
                           lambda raw: codec.GroupMeta.decode(raw, m.sid))
 
     def list(self, m):

@@ -302,49 +302,46 @@ def test_well_formed_requests_never_reach_the_general_loop(native, monkeypatch):
 
 
 # RequestParser.lone: a read taken whole, without buffering, when it is
-# exactly one request or a pipeline of requests of one argument count
+# exactly one request in the form clients write
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD]),
                           st.sampled_from([b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"*1\r\n$4\r\nPING\r\n",
-                                           b"*2\r\n$4\r\nECHO\r\n$1\r\n>\r\n"])), max_size=6),
-       st.sampled_from([1, 2, 16, 1024]))
-def test_a_read_taken_whole_is_what_the_general_reader_gives(parts, limit):
+                                           b"*2\r\n$4\r\nECHO\r\n$1\r\n>\r\n", b"*1\r\n$4\r\nPING\r"])),
+                max_size=6))
+def test_a_read_taken_whole_is_what_the_general_reader_gives(parts):
     """Whatever the bytes, ``lone`` either declines (None) or gives
-    exactly the commands the reader gives for them, all of them, no
-    more than ``limit``, with nothing left over and no error."""
+    exactly the one command the reader gives for them, with nothing left
+    over and no error."""
     data = b"".join(parts)
-    got = RequestParser(native=False).lone(data, limit)
+    got = RequestParser(native=False).lone(data)
     if got is None:
         return
     p = RequestParser(native=False)
     p.feed(data)
     assert got == p.commands() and p.pending() == 0
-    assert 0 < len(got) <= limit and all(type(a) is bytes for argv in got for a in argv)
+    assert len(got) == 1 and all(type(a) is bytes for a in got[0])
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.binary(max_size=12).filter(lambda a: b"\r\n" not in a), min_size=1, max_size=4),
-                min_size=1, max_size=20))
-def test_one_request_or_a_pipeline_of_one_argument_count_is_taken_whole(commands):
-    data = wire(commands)
-    got = RequestParser().lone(data, 1024)
-    if len({len(c) for c in commands}) == 1:
-        assert got == commands
-    else:
-        assert got is None                           # mixed counts: the usual reader
-    assert RequestParser().lone(data, len(commands) - 1) is None or len(commands) == 1
+@given(st.lists(st.binary(max_size=12), min_size=1, max_size=6))
+def test_one_request_is_taken_whole_unless_an_argument_holds_a_crlf(argv):
+    got = RequestParser().lone(wire([argv]))
+    assert got == ([argv] if not any(b"\r\n" in a for a in argv) else None)
 
 
 def test_a_read_is_not_taken_whole_when_the_reader_holds_bytes_or_waits_for_auth():
     ping = wire([[b"PING"]])
+    assert RequestParser().lone(ping) == [[b"PING"]]
     p = RequestParser()
     p.feed(b"*2\r\n$4\r\nECHO\r\n")              # a request cut short: its rest comes next
-    assert p.commands() == [] and p.lone(ping, 1024) is None
+    assert p.commands() == [] and p.lone(ping) is None
     p = RequestParser()
     p.unauthed = True                            # before AUTH: one at a time, Redis's small limits
-    assert p.lone(ping, 1024) is None
-    assert RequestParser().lone(bytearray(ping), 1024) is None
-    assert RequestParser(max_bulk=4).lone(ping, 1024) is None      # longer than the bulk limit: checked
-    assert RequestParser().lone(wire([[b"ECHO", b"x" * 5000]]), 1024) is None   # a 4 KB argument
-    assert RequestParser().lone(ping + b"*1\r\n", 1024) is None      # a request cut short after it
+    assert p.lone(ping) is None
+    assert RequestParser().lone(bytearray(ping)) is None
+    assert RequestParser(max_bulk=4).lone(ping) is None       # longer than the bulk limit: checked
+    assert RequestParser().lone(wire([[b"ECHO", b"x" * 5000]])) is None   # a 4 KB argument
+    assert RequestParser().lone(ping + b"*1\r\n") is None      # a request cut short after it
+    assert RequestParser().lone(ping * 2) is None               # a pipeline: hiredis reads it
+    assert RequestParser().lone(b"*1\r\n$04\r\nPING\r\n") is None   # not the form clients write

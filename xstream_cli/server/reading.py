@@ -20,7 +20,6 @@ Who imports it: xstream_cli.server.connection.
 import asyncio
 import logging
 import time
-from functools import partial
 from operator import itemgetter
 
 from xstream_cli.output.reply import Status
@@ -51,7 +50,7 @@ class Reading:
             return
         parser = c.parser
         if c.task is None and not c.inflight and not c.stalled:
-            cmds = parser.lone(data, STEP_COMMANDS)     # the usual read: whole requests, nothing buffered
+            cmds = parser.lone(data)     # the usual read: one whole request, nothing buffered
             if cmds is not None:
                 c.refused = 0
                 self._pump(c, cmds)
@@ -158,7 +157,8 @@ class Reading:
                     ran = self.engine.run([job])
                     if ran:
                         self.loop.call_soon(self._answered, c, items, ran[0][1])
-                self._resume(c)
+                if c.paused:
+                    self._resume(c)
                 return
         c.task = self.loop.create_task(self._process(c, cmds))
 
@@ -201,7 +201,7 @@ class Reading:
         """(loop) The engine ran a job sent by ``_pump``: send its replies,
         then go on with what the client sent meanwhile."""
         c.inflight = False
-        steps = answered(items, c.proto, partial(self._send, c), self.stats, res)
+        steps = answered(items, c.proto, c.send, self.stats, res)
         if steps is not None:        # a blocked read: it waits in a task of the client's own
             c.task = self.loop.create_task(self._process(c, None, self._drive(c, steps)))
         elif c.parser.pending():

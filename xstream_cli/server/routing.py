@@ -13,7 +13,6 @@ Who imports it: xstream_cli.server.connection.
 import asyncio
 import logging
 import time
-from functools import partial
 
 from storage import errors
 from storage.errors import NOAUTH, RedisError
@@ -121,7 +120,7 @@ class Routing:
     async def _flush(self, c, items):
         """Run ``items`` in order and send their replies; a blocked read
         waits here (other clients go on)."""
-        await self._drive(c, iter(Flow(items, c.proto, partial(self._send, c), self.stats)))
+        await self._drive(c, iter(Flow(items, c.proto, c.send, self.stats)))
 
     async def _drive(self, c, steps):
         """Drive a client's Flow (xstream_cli.server.flow): its jobs to the
