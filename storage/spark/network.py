@@ -241,23 +241,56 @@ class Conn:
         (XRANGE ... COUNT chunk, then ``(`` the page's last ID): lists of
         (ID text, [field, value, ...]).  Ends with a TYPE: a stream
         deleted since the read was planned is an error, never an empty
-        read."""
-        start = fmt(lo)
+        read.
+
+        One page ahead: the request for the next page is sent as soon as
+        a page arrives, before it is handed on, so that the server makes
+        it while the caller converts this one (and a network's round trip
+        is not waited for between pages).  Closed early, it reads the
+        page asked for and drops it (or drops the connection)."""
         end = fmt(hi)
-        while True:
-            page = self.call("XRANGE", name, start, end, "COUNT", chunk, stream=name)
-            if page:
-                yield page
-            if len(page) < chunk:
-                break
-            last = bytes(page[-1][0])
-            if parse_id(last) >= hi:
-                break
-            start = b"(" + last
+        ask = ("XRANGE", name, fmt(lo), end, "COUNT", chunk)
+        self._ask(ask, name)
+        pending = True
+        try:
+            while True:
+                pending = False
+                page = self._answer(name)
+                more = len(page) >= chunk and parse_id(bytes(page[-1][0])) < hi
+                if more:
+                    self._ask(("XRANGE", name, b"(" + bytes(page[-1][0]), end, "COUNT", chunk), name)
+                    pending = True
+                if page:
+                    yield page
+                if not more:
+                    break
+        finally:
+            if pending:
+                try:
+                    self.conn.read_response()
+                except Exception:
+                    self.conn.disconnect()
         t = self.key_type(name)
         if t != "stream":
             raise NetworkError("%s stream %r: %s since the read was planned" % (
                 self.ep.name, _name(name), "deleted" if t == "none" else "no longer a stream (a %s)" % t))
+
+    def _ask(self, args, stream):
+        """Send one command, its reply read later (``_answer``)."""
+        import redis
+        c = self.conn
+        try:
+            c.send_packed_command(c.pack_command(*args))
+        except (redis.RedisError, OSError) as e:
+            raise self.fail(e, stream)
+
+    def _answer(self, stream):
+        """The reply of the command sent by ``_ask`` (an error raises, naming ``stream``)."""
+        import redis
+        try:
+            return self.conn.read_response()
+        except (redis.RedisError, OSError) as e:
+            raise self.fail(e, stream)
 
     # ------------------------------------------------------------ groups
 
