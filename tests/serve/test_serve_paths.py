@@ -23,7 +23,7 @@ from xstream_cli.server import jobs as jobs_mod
 from xstream_cli.server.config import Config
 from xstream_cli.server.connection import Server
 from xstream_cli.server.engine import Engine
-from xstream_cli.server.jobs import Job, item_for
+from xstream_cli.server.jobs import Item, Job, item_for
 
 EXTRA = all(importlib.util.find_spec(m) is not None for m in ("hiredis", "uvloop"))
 
@@ -336,6 +336,19 @@ def test_a_repeated_read_is_parsed_once_and_a_bad_id_never_kept():
     bad = [b"XREADGROUP", b"GROUP", b"g", b"c", b"STREAMS", b"cache-s", b"1-x"]
     assert item_for(bad).args is not item_for(bad).args
     assert tuple(bad) not in jobs_mod._parsed
+
+
+@pytest.mark.parametrize("argv", [
+    [b"XREADGROUP", b"GROUP", b"g", b"c", b"COUNT", b"1", b"STREAMS", b"again-s", b">"],
+    [b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK", b"100", b"STREAMS", b"again-s", b">"],
+    [b"XREAD", b"COUNT", b"10", b"STREAMS", b"again-s", b"0"],
+    [b"XREAD", b"STREAMS", b"again-s", b"0"],                 # no COUNT: may pass a page (heavy)
+])
+def test_a_read_parsed_before_is_the_item_a_first_parse_makes(argv):
+    jobs_mod._parsed.pop(tuple(argv), None)
+    first, again = item_for(list(argv)), item_for(list(argv))
+    assert tuple(argv) in jobs_mod._parsed
+    assert {k: getattr(again, k) for k in Item.__slots__} == {k: getattr(first, k) for k in Item.__slots__}
 
 
 def test_a_client_left_waiting_in_a_blocked_read_is_not_waited_for(engine, monkeypatch):

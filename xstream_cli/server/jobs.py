@@ -50,7 +50,7 @@ def item_for(argv):
         key = tuple(argv)
         hit = _parsed.get(key)
         if hit is not None:
-            return Item(cmd=hit[0], args=hit[1])
+            return _again(*hit)
     try:
         cmd = lookup(argv)
     except RedisError as e:
@@ -59,11 +59,28 @@ def item_for(argv):
         args = cmd.parse(argv)
     except RedisError as e:         # it ran, and failed (Redis's commands parse as they run)
         return Item(reply=e, name=cmd.name)
+    it = Item(cmd=cmd, args=args)
     if key is not None and not any(isinstance(i, RedisError) for i in args[0].ids):
         if len(_parsed) >= PARSED_MAX:
             _parsed.clear()
-        _parsed[key] = (cmd, args)
-    return Item(cmd=cmd, args=args)
+        _parsed[key] = (cmd, args, it.heavy)
+    return it
+
+
+def _again(cmd, args, heavy, _new=Item.__new__, _cls=Item):
+    """The Item of a read parsed before (``_parsed``): what ``Item(cmd=cmd,
+    args=args)`` makes, its ``heavy`` found then, without its tests."""
+    it = _new(_cls)
+    it.reply = it.fn = it.plain_add = None
+    it.cmd = cmd
+    it.args = args
+    it.write = cmd.write
+    it.array_null = cmd.blocking
+    it.name = cmd.name
+    it.rejected = False
+    it.usec = 0
+    it.heavy = heavy
+    return it
 
 
 def add_item(add, _new=Item.__new__, _cls=Item):
