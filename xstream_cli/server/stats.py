@@ -68,6 +68,8 @@ def hist_percentile(counts, p):
 
 
 _NO_TIME = hist_index(0)       # the bucket of a call that took no engine time
+_US_BUCKETS = 4096
+_US_BUCKET = [hist_index(us * 1000) for us in range(_US_BUCKETS)]   # whole microseconds -> bucket, looked up
 
 
 # ================================================================ Stats
@@ -134,7 +136,7 @@ class Stats:
         h = self.latency.get(name)
         if h is None:
             h = self.latency[name] = {}
-        i = hist_index(usec * 1000)
+        i = _US_BUCKET[usec] if usec < _US_BUCKETS else hist_index(usec * 1000)
         h[i] = h.get(i, 0) + 1
 
     def reply(self, item, r):
@@ -170,7 +172,7 @@ class Stats:
             return
         st[0] += 1
         st[1] += item.usec
-        if self.tracking:
+        if self._tracking:
             self._latency(name, item.usec)
         if failed:
             st[3] += 1
@@ -211,11 +213,11 @@ class Stats:
     def _calls(self, name, st, n, usec):
         st[0] += n
         st[1] += n * usec
-        if self.tracking:
+        if self._tracking:
             h = self.latency.get(name)
             if h is None:
                 h = self.latency[name] = {}
-            i = hist_index(usec * 1000)
+            i = _US_BUCKET[usec] if usec < _US_BUCKETS else hist_index(usec * 1000)
             h[i] = h.get(i, 0) + n
 
     def instant(self, name, n):
