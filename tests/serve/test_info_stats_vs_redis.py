@@ -248,3 +248,12 @@ def test_percentiles_are_hdr_histogram_bucket_tops():
     h = hist(*([1] * 98 + [10, 1000]))
     assert [hist_percentile(h, p) for p in (50, 99, 99.9, 100)] == [1003, 10047, 1003519, 1003519]
     assert hist_percentile(h, 0) == 1000
+
+
+def test_the_looked_up_buckets_are_hist_index_of_each_whole_microsecond():
+    from xstream_cli.server import stats
+    assert stats._US_BUCKET == [hist_index(u * 1000) for u in range(stats._US_BUCKETS)]
+    s = stats.Stats()
+    for usec in (0, 7, 4095, 4096, 250000):         # looked up, and computed past the table
+        s._calls("xadd", [0, 0, 0, 0], 3, usec)
+    assert s.latency["xadd"] == {hist_index(u * 1000): 3 for u in (0, 7, 4095, 4096, 250000)}
