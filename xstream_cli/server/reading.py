@@ -1,7 +1,9 @@
 """A client's requests read and its replies written (the Server's
 methods, xstream_cli.server.connection.Server).
 
-Bytes received are parsed at once (resp.RequestParser); a client's
+Bytes received are parsed at once (resp.RequestParser; a read that is
+one whole request, a client waiting for each reply, without being
+buffered: ``RequestParser.lone``); a client's
 commands are taken a bounded step at a time, before AUTH one at a time
 with Redis's small limits.  A client that sends faster than it is served
 has its reading paused (TCP holds the rest) and resumed once its backlog

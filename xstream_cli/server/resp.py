@@ -2,10 +2,11 @@
 
 Requests: ``RequestParser`` takes the bytes a client sends, as they
 arrive, and gives back the commands in them (multibulk ``*N $len ...``
-or inline lines, as redis-server accepts both; well-formed multibulk
-requests with hiredis's C parser where the ``serve`` extra is
-installed, unless the server is told not to: XS_SERVE_PURE=1), with
-Redis's limits:
+or inline lines, as redis-server accepts both; a read that is exactly
+one request in the form clients write with one split and no buffering,
+``lone``; other well-formed multibulk requests with hiredis's C parser
+where the ``serve`` extra is installed, unless the server is told not
+to: XS_SERVE_PURE=1), with Redis's limits:
 an argument longer than ``proto-max-bulk-len`` (512 MB) or a malformed
 request is a ``ProtocolError`` (the server answers it and closes the
 connection, as Redis does).
