@@ -55,9 +55,12 @@ class Client:
         self.auth_failures = 0       # wrong passwords in a row
         self.auth_delay = 0.0        # seconds to wait before answering a wrong password
         self.refused = 0             # NOAUTH replies since the client last waited for its replies
-        self.send = lambda data: server._send(self, data)   # queue replies (Server._send)
         self.writable = None         # asyncio.Event: cleared while the transport's buffer is full
         self.stalled = False         # the same, as a plain flag (looked at on every request)
+
+    def send(self, data):
+        """Queue replies (Server._send)."""
+        self.server._send(self, data)
 
     def info_line(self):
         now = time.monotonic()
