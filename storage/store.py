@@ -291,6 +291,12 @@ class Store:
     def _grow(self):
         self._set_mapsize(self.env.info()["map_size"] * 2)
 
+    def _short_of_room(self) -> bool:
+        """Whether the pages in use (as of the last commit) fill more than
+        half of this process's map."""
+        info = self.env.info()
+        return (info["last_pgno"] + 1) * self.env.stat()["psize"] * 2 > info["map_size"]
+
     def _set_mapsize(self, size):
         """Map ``size`` bytes of the store (0: the size another process
         chose).  If that fails (address space exhausted), LMDB has
@@ -388,8 +394,13 @@ class Store:
 
 
 class _TxnContext:
-    """``with store.write() as tx:`` for library users (no automatic
-    retry on map growth: use ``run`` for that)."""
+    """``with store.write() as tx:`` for library users.  Its block cannot
+    be run again, as ``run`` runs its function again when the map is
+    full, so a write block begins with at least half of the map free
+    (``Store._short_of_room``: the headroom a store is opened with),
+    however full another process's writes left it; a block that fills
+    it all the same raises ``Retry`` ("map full") with nothing written
+    and the map doubled, so that the block can be run again."""
 
     def __init__(self, store: Store, write: bool) -> None:
         self.store, self.write = store, write
@@ -404,8 +415,12 @@ class _TxnContext:
         try:
             while True:
                 try:
-                    self.lt = self.store.env.begin(write=self.write)
-                    self.lt = _logging(self.store, self.lt) if self.write else self.lt
+                    lt = self.store.env.begin(write=self.write)
+                    if self.write and self.store._short_of_room():
+                        lt.abort()                 # (no transaction open: the map may change)
+                        self.store._grow()
+                        continue
+                    self.lt = _logging(self.store, lt) if self.write else lt
                     break
                 except lmdb.MapResizedError:       # another process grew the map
                     self.store._set_mapsize(0)
@@ -428,6 +443,8 @@ class _TxnContext:
                     _notify(self.store, self.tx.changed)
             else:
                 self.lt.abort()
+                if isinstance(ev, Retry) and ev.grow:
+                    self.store._grow()             # for the block's next run
         finally:
             if self.write:
                 release_write(self.store)

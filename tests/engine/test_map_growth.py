@@ -114,3 +114,56 @@ def test_a_store_whose_map_another_process_grows_while_it_opens_adopts_the_new_s
         assert s.env.info()["map_size"] >= grew[0]
     finally:
         s.close()
+
+
+def test_a_write_block_begins_with_half_the_map_free_and_a_full_one_leaves_it_grown(tmp_path, monkeypatch):
+    """The other race of the concurrent test, made certain: a ``with
+    store.write()`` block (which cannot be run again, as ``run`` runs its
+    function again) begins when other writes have left the map nearly
+    full.  It begins with half the map free, so a small block succeeds;
+    a block bigger than that fails with "map full" and leaves the map
+    grown, so that running it again succeeds."""
+    import storage.opening
+    import storage.store as st
+    from storage.options import AddOptions
+    from storage.txn import Retry
+    monkeypatch.setattr(storage.opening, "INITIAL_MAP", 1 << 20)
+    s = st.Store(str(tmp_path / "db"), durable=False)
+    try:
+        fields = [b"payload", b"x" * 200]
+        info = s.env.info
+
+        def used():
+            return (info()["last_pgno"] + 1) * s.env.stat()["psize"]
+        while used() * 10 < info()["map_size"] * 8:       # run's adds: the map 80% full, not grown
+            size = info()["map_size"]
+            s.run(lambda tx: tx.add_auto_many([(b"events", fields)] * 50), write=True)
+            assert info()["map_size"] == size
+        size = info()["map_size"]
+        with s.write() as tx:                             # 30% of the map: more than was free
+            for _ in range(size * 3 // 10 // 250):
+                tx.add(b"side", fields, AddOptions())
+        assert info()["map_size"] > size
+        size = info()["map_size"]
+
+        n = 2 * size // 250
+
+        def block():
+            with s.write() as tx:                         # more than the whole map holds now
+                for _ in range(n):
+                    tx.add(b"big", fields, AddOptions())
+        failures = 0
+        while True:
+            try:
+                block()
+                break
+            except Retry as e:
+                assert e.grow and str(e) == "map full"
+                assert s.run(lambda tx: tx.length(b"big")) == 0       # nothing of it was written
+                assert info()["map_size"] > size                        # the map grew for the next run
+                size = info()["map_size"]
+                failures += 1
+                assert failures <= 3
+        assert failures >= 1 and s.run(lambda tx: tx.length(b"big")) == n
+    finally:
+        s.close()
