@@ -249,8 +249,7 @@ class Conn:
         is not waited for between pages).  Closed early, it reads the
         page asked for and drops it (or drops the connection)."""
         end = fmt(hi)
-        ask = ("XRANGE", name, fmt(lo), end, "COUNT", chunk)
-        self._ask(ask, name)
+        self._ask(("XRANGE", name, fmt(lo), end, "COUNT", chunk), name)
         pending = True
         try:
             while True:

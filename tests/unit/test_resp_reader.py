@@ -341,7 +341,9 @@ def test_a_read_is_not_taken_whole_when_the_reader_holds_bytes_or_waits_for_auth
     assert p.lone(ping) is None
     assert RequestParser().lone(bytearray(ping)) is None
     assert RequestParser(max_bulk=4).lone(ping) is None       # longer than the bulk limit: checked
-    assert RequestParser().lone(wire([[b"ECHO", b"x" * 5000]])) is None   # a 4 KB argument
+    big = [b"ECHO", b"x" * 5000]                                # 4 KB and more: headers made, not looked up
+    assert RequestParser().lone(wire([big])) == [big]
+    assert RequestParser().lone(wire([[b"ECHO", b"x" * (20 << 10)]])) is None   # longer than LONE_MAX
     assert RequestParser().lone(ping + b"*1\r\n") is None      # a request cut short after it
     assert RequestParser().lone(ping * 2) is None               # a pipeline: hiredis reads it
     assert RequestParser().lone(b"*1\r\n$04\r\nPING\r\n") is None   # not the form clients write

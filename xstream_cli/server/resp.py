@@ -115,12 +115,7 @@ class RequestParser:
         if len(toks) != 2 * argc + 2 or toks[-1]:
             return None                      # cut short, or more after it (a pipeline)
         argv = toks[2::2]
-        try:
-            if toks[1:-1:2] != list(map(_HEADER.__getitem__, map(len, argv))):
-                return None
-        except IndexError:                   # an argument of 4 KB or more
-            return None
-        return [argv]
+        return [argv] if toks[1:-1:2] == _headers(argv) else None
 
     def pending(self):
         """Bytes buffered and not yet parsed."""
@@ -294,6 +289,15 @@ _BULK_HEAD = [b"$%d\r\n" % k for k in range(4096)]   # length -> a bulk string's
 _BYTES_ONLY = {bytes}
 
 
+def _headers(args):
+    """The ``$length`` tokens of ``args``' bulk headers: looked up by
+    length (C-level passes) when all are under 4 KB."""
+    try:
+        return list(map(_HEADER.__getitem__, map(len, args)))
+    except IndexError:                   # an argument of 4 KB or more
+        return [b"$%d" % len(v) for v in args]
+
+
 def _whole_frames(data, out, max_bulk, limit=1 << 62):
     """The fast path of the request reader: the complete, well-formed
     multibulk requests at the start of ``data``, found with one split on
@@ -307,7 +311,6 @@ def _whole_frames(data, out, max_bulk, limit=1 << 62):
     toks = data.split(b"\r\n")
     n = len(toks) - 1                    # the last token is not followed by CRLF
     argc_of = _ARGC.get
-    header = _HEADER.__getitem__
     check_big = max_bulk < len(_HEADER) - 1 or len(data) > max_bulk
     i = 0
     while i < n and len(out) < limit:
@@ -318,12 +321,8 @@ def _whole_frames(data, out, max_bulk, limit=1 << 62):
         if j > n:
             break
         argv = toks[i + 2:j:2]
-        try:
-            if toks[i + 1:j:2] != list(map(header, map(len, argv))):
-                break
-        except IndexError:               # an argument of 4 KB or more
-            if toks[i + 1:j:2] != [b"$%d" % len(v) for v in argv]:
-                break
+        if toks[i + 1:j:2] != _headers(argv):
+            break
         if check_big and max(map(len, argv)) > max_bulk:
             break
         out.append(argv)
