@@ -87,6 +87,26 @@ def test_a_new_entry_from_another_process_shows_without_a_reload(browser, web, d
         page.context.close()
 
 
+def test_a_click_held_while_the_overview_refreshes_still_opens_the_stream(browser, web):  # noqa: F811
+    """A person's click takes a moment, and the overview refreshes under it
+    (every 0.25 s here): the rows must stay the same elements, or the press
+    lands on one button and the release on its replacement, and the click
+    is lost."""
+    from playwright.sync_api import expect
+    page = open_page(browser, web)
+    try:
+        page.locator('#streams tr[data-stream="other"] button.stream-link').hover()
+        shown = page.locator("#updated").text_content()
+        page.mouse.down()
+        # held until the overview was drawn again (its time, to the second, changed)
+        page.wait_for_function("t => document.querySelector('#updated').textContent !== t", arg=shown)
+        page.mouse.up()
+        expect(page.locator("#detail-name")).to_have_text("other")
+        expect(page.locator("#tail-lines li")).to_have_count(1)
+    finally:
+        page.context.close()
+
+
 def _ids(page):
     return page.locator("#entries tbody tr").evaluate_all("rows => rows.map(r => r.dataset.id)")
 

@@ -54,13 +54,55 @@
 
   // ------------------------------------------------------------ the overview
 
+  // The overview's rows stay the same elements from one refresh to the
+  // next; only what changed is written.  A row drawn anew under the
+  // pointer would take a person's click (press on one button, release on
+  // its replacement: no click), their hover and their text selection.
+  // ``rows`` are new rows, each with data-key; a kept row takes their
+  // classes and the cells whose content differs, its buttons kept (they
+  // act on the row's key, which is the same).
+  function keepRows(tbody, rows) {
+    const old = new Map();
+    for (const tr of tbody.children) old.set(tr.dataset.key, tr);
+    let at = tbody.firstElementChild;
+    for (const fresh of rows) {
+      let tr = old.get(fresh.dataset.key);
+      if (tr) {
+        old.delete(fresh.dataset.key);
+        updateRow(tr, fresh);
+      } else {
+        tr = fresh;
+      }
+      if (tr === at) at = at.nextElementSibling;
+      else tbody.insertBefore(tr, at);
+    }
+    for (const tr of old.values()) tr.remove();
+  }
+
+  function updateRow(tr, fresh) {
+    if (tr.className !== fresh.className) tr.className = fresh.className;
+    for (const a of fresh.getAttributeNames()) {
+      if (tr.getAttribute(a) !== fresh.getAttribute(a)) tr.setAttribute(a, fresh.getAttribute(a));
+    }
+    const cells = Array.from(tr.children), news = Array.from(fresh.children);   // a cell moved out of fresh leaves it
+    for (let n = 0; n < news.length; n++) {
+      const td = cells[n], nt = news[n];
+      if (td.isEqualNode(nt)) continue;
+      const b = td.firstElementChild, nb = nt.firstElementChild;
+      if (b && nb && b.tagName === "BUTTON" && nb.tagName === "BUTTON" && td.children.length === 1) {
+        b.textContent = nb.textContent;
+      } else {
+        td.replaceWith(nt);
+      }
+    }
+  }
+
   function renderOverview(doc) {
     if (doc.error) { showError(doc.error); return; }
     showError("");
     state.overview = doc;
     $("#updated").textContent = "updated " + new Date(doc.now).toLocaleTimeString();
-    const sb = $("#streams tbody");
-    sb.replaceChildren(...doc.streams.map((s) => el("tr", {
+    keepRows($("#streams tbody"), doc.streams.map((s) => el("tr", {
       "data-stream": s.name, "data-key": s.key, class: s.key === state.selected ? "selected" : null,
     }, [
       el("td", {}, [el("button", { type: "button", class: "link stream-link", text: s.name,
@@ -75,9 +117,8 @@
     ])));
     $("#streams .empty").hidden = doc.streams.length > 0;
     mark("xs:streams");
-    const gb = $("#groups tbody");
-    gb.replaceChildren(...doc.groups.map((g) => el("tr", {
-      "data-stream": g.stream, "data-group": g.group, class: g.stream_key === state.selected ? "selected" : null,
+    keepRows($("#groups tbody"), doc.groups.map((g) => el("tr", {
+      "data-stream": g.stream, "data-group": g.group, "data-key": g.key, class: g.stream_key === state.selected ? "selected" : null,
     }, [
       el("td", {}, [el("button", { type: "button", class: "link", text: g.stream, onclick: () => select(g.stream_key) })]),
       el("td", { class: "group", text: g.group }),
