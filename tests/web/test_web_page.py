@@ -176,3 +176,40 @@ def test_groups_consumers_and_pending_entries_with_idle_time_and_deliveries(brow
         expect(page.locator('#group-details .group-card[data-group="h"] table.pending tbody tr')).to_have_count(0)
     finally:
         page.context.close()
+
+
+def test_a_refresh_of_a_busy_stream_keeps_the_pending_rows_loaded_and_the_same_buttons(browser, web, db):  # noqa: F811
+    """A stream that changes redraws its group cards at each refresh: the
+    pending rows a person loaded with "More pending" stay, and the cards'
+    elements stay the same (a click on them is not lost)."""
+    from playwright.sync_api import expect
+    lines = ["XADD busy * n %d" % n for n in range(25)] + [
+        "XGROUP CREATE busy w 0", "XREADGROUP GROUP w bob COUNT 25 STREAMS busy >"]
+    p = run_xs(db, lines)
+    assert p.returncode == 0, p.stderr
+    page = open_page(browser, web)
+    try:
+        page.locator('#streams tr[data-stream="busy"] button.stream-link').click()
+        card = page.locator('#group-details .group-card[data-group="w"]')
+        pending = card.locator("table.pending tbody tr")
+        expect(pending).to_have_count(10)
+        more = card.locator("button", has_text="More pending")
+        more.click()
+        expect(pending).to_have_count(20)
+        more.evaluate("b => { b.__kept = true; }")
+        card.evaluate("c => { c.__kept = true; }")
+        # another process changes the stream: the detail is read again
+        p = xs(db, "XADD", "busy", "*", "n", "25")
+        assert p.returncode == 0, p.stderr
+        expect(page.locator('#streams tr[data-stream="busy"] td.length')).to_have_text("26")
+        expect(card.locator("h4")).to_contain_text("lag 1")
+        expect(pending).to_have_count(20)
+        assert more.evaluate("b => b.__kept === true") and card.evaluate("c => c.__kept === true")
+        more.click()
+        expect(pending).to_have_count(25)
+        expect(more).to_be_hidden()
+        # another stream: its own cards, a first page again
+        page.locator('#streams tr[data-stream="events"] button.stream-link').click()
+        expect(page.locator('#group-details .group-card[data-group="g"] table.pending tbody tr')).to_have_count(10)
+    finally:
+        page.context.close()

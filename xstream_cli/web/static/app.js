@@ -20,6 +20,7 @@
     source: null,
     entriesSeq: 0,
     sourceKey: undefined,
+    pendingShown: {},     // group key -> pending rows its card shows (the selected stream's)
   };
 
   function el(tag, attrs, children) {
@@ -54,46 +55,62 @@
 
   // ------------------------------------------------------------ the overview
 
-  // The overview's rows stay the same elements from one refresh to the
-  // next; only what changed is written.  A row drawn anew under the
-  // pointer would take a person's click (press on one button, release on
-  // its replacement: no click), their hover and their text selection.
-  // ``rows`` are new rows, each with data-key; a kept row takes their
-  // classes and the cells whose content differs, its buttons kept (they
-  // act on the row's key, which is the same).
-  function keepRows(tbody, rows) {
-    const old = new Map();
-    for (const tr of tbody.children) old.set(tr.dataset.key, tr);
-    let at = tbody.firstElementChild;
-    for (const fresh of rows) {
-      let tr = old.get(fresh.dataset.key);
-      if (tr) {
-        old.delete(fresh.dataset.key);
-        updateRow(tr, fresh);
-      } else {
-        tr = fresh;
-      }
-      if (tr === at) at = at.nextElementSibling;
-      else tbody.insertBefore(tr, at);
-    }
-    for (const tr of old.values()) tr.remove();
+  // The live parts of the page (the overview's tables, the selected
+  // stream's group cards) are drawn anew at each refresh and merged into
+  // what is shown: an element that matches stays the same element, only
+  // its changed attributes and text are written.  Drawn anew under the
+  // pointer, a button would take a person's click (press on one button,
+  // release on its replacement: no click), their hover, their text
+  // selection and the pending rows they loaded.  Children match by key
+  // (data-key, data-id, data-group, data-consumer), the others by
+  // position and tag; a kept button keeps its handler, which acts on
+  // the same key.
+  const KEYS = ["data-key", "data-id", "data-group", "data-consumer"];
+  function keyOf(n) {
+    if (n.nodeType !== 1) return null;
+    for (const a of KEYS) { const v = n.getAttribute(a); if (v !== null) return a + "=" + v; }
+    return null;
   }
 
-  function updateRow(tr, fresh) {
-    if (tr.className !== fresh.className) tr.className = fresh.className;
-    for (const a of fresh.getAttributeNames()) {
-      if (tr.getAttribute(a) !== fresh.getAttribute(a)) tr.setAttribute(a, fresh.getAttribute(a));
+  function morph(old, fresh) {
+    if (old.nodeType !== 1) {
+      if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
+      return;
     }
-    const cells = Array.from(tr.children), news = Array.from(fresh.children);   // a cell moved out of fresh leaves it
-    for (let n = 0; n < news.length; n++) {
-      const td = cells[n], nt = news[n];
-      if (td.isEqualNode(nt)) continue;
-      const b = td.firstElementChild, nb = nt.firstElementChild;
-      if (b && nb && b.tagName === "BUTTON" && nb.tagName === "BUTTON" && td.children.length === 1) {
-        b.textContent = nb.textContent;
-      } else {
-        td.replaceWith(nt);
+    for (const a of old.getAttributeNames()) if (!fresh.hasAttribute(a)) old.removeAttribute(a);
+    for (const a of fresh.getAttributeNames()) {
+      const v = fresh.getAttribute(a);
+      if (old.getAttribute(a) !== v) old.setAttribute(a, v);
+    }
+    morphChildren(old, Array.from(fresh.childNodes));
+  }
+
+  function morphChildren(parent, fresh) {
+    const keyed = new Map(), plain = [];
+    for (const n of parent.childNodes) {
+      const k = keyOf(n);
+      if (k === null) plain.push(n); else keyed.set(k, n);
+    }
+    let at = parent.firstChild, p = 0;
+    for (const f of fresh) {
+      const k = keyOf(f);
+      let o = null;
+      if (k !== null) {
+        o = keyed.get(k) || null;
+        keyed.delete(k);
+      } else if (p < plain.length) {
+        o = plain[p++];
       }
+      if (o && (o.nodeName !== f.nodeName || o.nodeType !== f.nodeType)) o = null;
+      const n = o || f;
+      if (o) morph(o, f);
+      if (n === at) at = at.nextSibling;
+      else parent.insertBefore(n, at);
+    }
+    while (at) {             // what is left after the placed ones matched nothing new
+      const next = at.nextSibling;
+      at.remove();
+      at = next;
     }
   }
 
@@ -102,7 +119,7 @@
     showError("");
     state.overview = doc;
     $("#updated").textContent = "updated " + new Date(doc.now).toLocaleTimeString();
-    keepRows($("#streams tbody"), doc.streams.map((s) => el("tr", {
+    morphChildren($("#streams tbody"), doc.streams.map((s) => el("tr", {
       "data-stream": s.name, "data-key": s.key, class: s.key === state.selected ? "selected" : null,
     }, [
       el("td", {}, [el("button", { type: "button", class: "link stream-link", text: s.name,
@@ -117,7 +134,7 @@
     ])));
     $("#streams .empty").hidden = doc.streams.length > 0;
     mark("xs:streams");
-    keepRows($("#groups tbody"), doc.groups.map((g) => el("tr", {
+    morphChildren($("#groups tbody"), doc.groups.map((g) => el("tr", {
       "data-stream": g.stream, "data-group": g.group, "data-key": g.key, class: g.stream_key === state.selected ? "selected" : null,
     }, [
       el("td", {}, [el("button", { type: "button", class: "link", text: g.stream, onclick: () => select(g.stream_key) })]),
@@ -209,6 +226,8 @@
     $("#detail").hidden = !key;
     $("#detail-name").textContent = s ? s.name : "";
     $("#tail-lines").replaceChildren();
+    $("#group-details").replaceChildren();      // another stream's cards: nothing of them is kept
+    state.pendingShown = {};
     $("#dead-result").hidden = true;
     state.page = { mode: "latest", first: null, last: null, hit: null };
     connect();
@@ -275,11 +294,13 @@
         for (const g of d.groups) {
           let pend = { pending: [], more: false };
           try {
-            pend = await api("/api/pending?key=" + key + "&group=" + g.group_key + "&count=" + PENDING_PAGE);
+            // as many as the card shows ("More pending" loaded more): a refresh keeps them
+            const shown = Math.max(PENDING_PAGE, state.pendingShown[g.group_key] || 0);
+            pend = await api("/api/pending?key=" + key + "&group=" + g.group_key + "&count=" + shown);
           } catch (e) { /* the group went away meanwhile */ }
           cards.push(groupCard(key, g, pend));
         }
-        $("#group-details").replaceChildren(...(cards.length ? cards : [el("p", { text: "No consumer groups." })]));
+        morphChildren($("#group-details"), cards.length ? cards : [el("p", { text: "No consumer groups." })]);
         await renderDead(key, d);
       } while (state.detailAgain);
     } finally {
@@ -295,8 +316,10 @@
       const after = rows.length ? rows[rows.length - 1].getAttribute("data-id") : "";
       const p = await api("/api/pending?key=" + key + "&group=" + g.group_key + "&count=" + PENDING_PAGE +
         "&after=" + after);
+      if (key !== state.selected) return;
       pendBody.append(...p.pending.map(pendingRow));
       more.hidden = !p.more;
+      state.pendingShown[g.group_key] = pendBody.children.length;
     });
     return el("div", { class: "group-card", "data-group": g.group }, [
       el("h4", { text: "Group " + g.group + ": lag " + (g.lag === null ? "?" : g.lag) + ", pending " + g.pending +
