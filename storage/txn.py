@@ -214,17 +214,14 @@ class Txn:
 
     def shared(self, calls: "Sequence[Callable[[], object]]") -> "Optional[list]":
         """Run ``calls`` (functions of no argument, each calling one verb
-        of this transaction: a run of XREADGROUPs and XACKs from several
-        clients) under ONE savepoint and one set of parts, so that the
-        records they share (the stream's, the group's, the consumers') are
-        read, decoded and written back once for the run instead of once
-        per verb.  Their results, in order, when every verb succeeds: the
-        same outcome as a savepoint each, since every one of those would
-        have been kept.  When one raises a RedisError, everything the run
-        did is rolled back and None is returned: the caller runs the verbs
-        again one by one, so that only the failing one fails.  None at
-        once when this transaction has no savepoints (a read transaction,
-        or a store opened without them)."""
+        of this transaction: XREADGROUPs and XACKs from several clients)
+        under ONE savepoint and one set of parts: the records they share
+        (the stream's, the group's, the consumers') are read, decoded and
+        written back once.  Their results, in order, when every verb
+        succeeds: what a savepoint each would have kept.  When one raises
+        a RedisError, the run is rolled back and None returned (the caller
+        runs them one by one, so that only the failing one fails).  None
+        at once in a transaction without savepoints."""
         if not (self.writable and self._savepoints) or self._shared is not None or self._failed is not None:
             return None
 
@@ -355,9 +352,12 @@ class Txn:
         """XREADGROUP (without waiting): [(key, [Entry or ClaimedEntry])]."""
         return self._write(delivery.read_group, opts)
 
+    def read_group_run(self, reads: "Sequence[ReadOptions]") -> "list":
+        """XREADGROUPs of new entries one after another (delivery.read_group_run): each one's result."""
+        return self._write(delivery.read_group_run, reads)
+
     def deliver_spans(self, opts: "ReadOptions") -> "list":
-        """``read_group`` of new entries only, without holding them:
-        [(key, delivery.Span)] (see delivery.read_group's ``spans``)."""
+        """``read_group`` of new entries only, not holding them: [(key, delivery.Span)] (its ``spans``)."""
         return self._write(delivery.read_group, opts, True)
 
     def claim_wait_ms(self, keys: "Sequence[bytes]", group: bytes, min_idle: int) -> "Optional[int]":

@@ -83,13 +83,58 @@ def read_group(p, o, spans=False):
     return out
 
 
-def _deliverer(p, m, g, c, noack):
+def read_group_run(p, reads):
+    """XREADGROUPs run one after another, their entries read at once:
+    each a read of new entries (``>``) of the same one stream and group,
+    with a COUNT, the same NOACK, and no CLAIM, MAXCOUNT or MAXSIZE (a
+    pool of clients reading the same stream, or one client's pipeline;
+    the consumers may differ).  Each read's result as ``read_group``
+    gives it, and the store and counters those of running them in turn:
+    the entries after the group's last ID, ``count`` of them to each
+    read in order while there are any."""
+    o = reads[0]
+    key = o.keys[0]
+    m = p.streams.get(key)
+    g = p.groups.get(m, o.group) if m is not None else None
+    if g is None:
+        raise errors.nogroup_xreadgroup(key, o.group)
+    now = p.now
+    rows = []
+    if m.length and g.last_id < m.last_id:
+        rows = p.log.rows(m, incr(g.last_id), sum(r.count for r in reads))
+    first = p.log.first_id(m) if rows else None
+    out: list = []
+    k = 0
+    made = {}                            # consumer -> its deliver (a pool's reads share a few)
+    for r in reads:
+        c = p.groups.seen(g, r.consumer, now)
+        got = rows[k:k + r.count]
+        if not got:
+            out.append([])
+            continue
+        k += len(got)
+        deliver = made.get(r.consumer)
+        if deliver is None:
+            deliver = made[r.consumer] = _deliverer(p, m, g, c, o.noack, first)
+        for i, _ in got:
+            deliver(i)
+        c.active_time = now
+        p.dirty += 1
+        out.append([(key, [Entry(i, fields) for i, fields in got])])
+    if rows:
+        p.streams.touch(key)
+    return out
+
+
+def _deliverer(p, m, g, c, noack, first=None):
     """``deliver(i)``: entry ``i`` (after the group's last ID, each
     newer than the one before) is delivered to ``c``: the group's
     counters move past it and, unless NOACK, it is pending with ``c``.
     What it needs is looked up once for the whole delivery (the
-    stream's first ID: delivering changes no entry)."""
-    log, first, now, cid = p.log, p.log.first_id(m), p.now, c.cid
+    stream's first ID, ``first`` if given: delivering changes no entry)."""
+    log, now, cid = p.log, p.now, c.cid
+    if first is None:
+        first = log.first_id(m)
     advance = lag.advance
     if noack:
         return lambda i: advance(log, m, g, i, first)

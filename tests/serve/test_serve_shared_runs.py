@@ -79,7 +79,12 @@ def fixed_clock(monkeypatch):
 @given(jobs=st.lists(st.lists(command, min_size=1, max_size=4), min_size=1, max_size=8))
 def test_a_batch_of_reads_and_acks_answers_and_leaves_the_store_as_one_command_at_a_time(tmp_path_factory, fixed_clock,
                                                                                           jobs):
-    base = tmp_path_factory.mktemp("shared")
+    _same_as_one_at_a_time(tmp_path_factory.mktemp("shared"), jobs)
+
+
+def _same_as_one_at_a_time(base, jobs):
+    """``jobs`` as one group commit answer and leave the store as each
+    of their commands alone, one after the other."""
     together, alone = Store(str(base / "together")), Store(str(base / "alone"))
     try:
         for s in (together, alone):
@@ -88,6 +93,53 @@ def test_a_batch_of_reads_and_acks_answers_and_leaves_the_store_as_one_command_a
         want = [[_run(alone, [[a]])[0][0] for a in argvs] for argvs in jobs]
         assert got == want
         assert _state(together) == _state(alone)
+    finally:
+        together.close()
+        alone.close()
+
+
+# A pool of workers: neighbouring reads of new entries of one stream and
+# group are delivered as one run (Txn.read_group_run), whatever their
+# consumers and counts; an XACK, another stream, NOACK or a missing group
+# between them ends a run.
+pool_read = st.builds(
+    lambda c, count, noack, k, g: [b"XREADGROUP", b"GROUP", g, c, b"COUNT", count] + noack + [b"STREAMS", k, b">"],
+    consumer, st.sampled_from([b"1", b"1", b"2", b"5"]), st.sampled_from([[], [], [], [b"NOACK"]]),
+    st.sampled_from([b"s1", b"s1", b"s1", b"s2", b"nokey"]), st.sampled_from([b"g1", b"g1", b"g1", b"g2", b"nogroup"]))
+pool_command = st.one_of(pool_read, pool_read, pool_read, pool_read, xack, other)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.lists(st.lists(pool_command, min_size=1, max_size=3), min_size=2, max_size=12))
+def test_a_pool_of_reads_delivered_as_one_run_answers_and_leaves_the_store_as_one_at_a_time(tmp_path_factory,
+                                                                                              fixed_clock, jobs):
+    _same_as_one_at_a_time(tmp_path_factory.mktemp("pool"), jobs)
+
+
+def test_reads_of_one_stream_in_a_group_commit_are_delivered_as_one_run(tmp_path, fixed_clock, monkeypatch):
+    """Thirty clients' COUNT 1 reads, by two consumers, of a stream of
+    twelve entries: one run delivers them (one call of the engine's run
+    verb), the first twelve get an entry each in order, the rest null,
+    as one at a time."""
+    from xstream_cli.execution.batch import Batch
+    runs = []
+    real = Batch._call_run
+    monkeypatch.setattr(Batch, "_call_run", lambda self, reads: runs.append(len(reads)) or real(self, reads))
+    together, alone = Store(str(tmp_path / "together")), Store(str(tmp_path / "alone"))
+    try:
+        for s in (together, alone):
+            _run(s, [_setup_argvs()])
+        # c0 and c1 take turns; "late" reads once nothing is left: made all the same
+        jobs = [[[b"XREADGROUP", b"GROUP", b"g1", b"c%d" % (k % 2) if k < 28 else b"late", b"COUNT", b"1",
+                  b"STREAMS", b"s1", b">"]] for k in range(30)]
+        got = _run(together, jobs)
+        assert runs == [30]
+        want = [[_run(alone, [[a]])[0][0] for a in argvs] for argvs in jobs]
+        assert got == want
+        assert [IDS[k] in got[k][0] for k in range(12)] == [True] * 12
+        assert got[12:] == [[b"_\r\n"]] * 18           # RESP3 null: nothing left to deliver
+        assert _state(together) == _state(alone)
+        assert b"late" in _run(together, [[[b"XINFO", b"CONSUMERS", b"s1", b"g1"]]])[0][0]
     finally:
         together.close()
         alone.close()

@@ -144,3 +144,19 @@ def parse_xreadgroup(argv):
 
 def xreadgroup(tx, opts):
     return read_reply(tx.read_group(opts))
+
+
+def run_key(opts):
+    """What XREADGROUPs must share to be delivered as one run
+    (Txn.read_group_run), or None: a read of new entries of one stream
+    with COUNT, no BLOCK, CLAIM, MAXCOUNT or MAXSIZE."""
+    if len(opts.keys) != 1 or opts.ids[0] != b">" or not opts.count or opts.block is not None \
+            or opts.claim is not None or opts.maxcount or opts.maxsize:
+        return None
+    return opts.keys[0], opts.group, opts.noack
+
+
+def xreadgroup_run(tx, reads):
+    """The replies of XREADGROUPs ``reads`` (parsed options, one
+    ``run_key``) run one after another, delivered as one run."""
+    return [read_reply(r) for r in tx.read_group_run(reads)]

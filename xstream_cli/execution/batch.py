@@ -43,6 +43,7 @@ from storage.codec import AddBlock
 from storage.errors import RedisError
 from storage.txn import Aborted, Retry, StoreFailure
 from xstream_cli.commands import COMMANDS
+from xstream_cli.commands.reading import run_key, xreadgroup_run
 from xstream_cli.execution import run_command
 from xstream_cli.execution.blocked import waits
 
@@ -59,6 +60,11 @@ def _id_add(args):
     option (no NOMKSTREAM, trim or IDMP): the adds that run in runs."""
     o = args[2]
     return type(o.id) is tuple and o.trim is None and not o.nomkstream and o.idmp_pid is None
+
+
+class _Replies(list):
+    """The replies of a run of XREADGROUPs delivered at once."""
+    __slots__ = ()
 
 
 class Added(list):
@@ -213,6 +219,11 @@ class Batch:
 
     def _flush_shared(self, run):
         fns = [fn for _, _, fn in run]
+        results = self._reads_at_once(fns)
+        if results is not None:
+            for (out, i, _), r in zip(run, results):
+                out[i] = r
+            return
         results = []
         k, n = 0, len(fns)
         while k < n:
@@ -232,6 +243,61 @@ class Batch:
             k += bad + 1
         for (out, i, _), r in zip(run, results):
             out[i] = r
+
+    def _reads_at_once(self, fns):
+        """A shared run's results when neighbouring XREADGROUPs of one
+        stream and group (reading new entries: ``run_key``) are
+        delivered as one run each (Txn.read_group_run: their entries read
+        at once); None when there are none such, or when anything failed
+        (rolled back: the run is then run as usual)."""
+        calls, sizes = [], []
+        last = None
+        for fn in fns:
+            cmd, args = fn.args
+            key = run_key(args[0]) if cmd is _XREADGROUP else None
+            if key is not None and key == last:
+                sizes[-1] += 1
+                calls[-1].append(args[0])
+                continue
+            last = key
+            sizes.append(1)
+            calls.append([args[0]] if key is not None else fn)
+        if len(calls) == len(fns):
+            return None
+        calls = [partial(self._call_run, c) if type(c) is list else c for c in calls]
+        if len(calls) > 1:
+            got = self._shared(calls)
+        else:
+            got = self._shared_one(calls[0])
+        if got is None:
+            return None
+        out = []
+        for n, r in zip(sizes, got):
+            if n == 1 and type(r) is not _Replies:
+                out.append(r)
+            else:
+                out += r
+        return out
+
+    def _call_run(self, reads):
+        self._tried += 1
+        r = _Replies(xreadgroup_run(self.tx, reads))
+        self._done += 1
+        return r
+
+    def _shared_one(self, fn):
+        """``fn()`` alone in its savepoint: [its value], or None when it
+        failed (rolled back; a bug logged)."""
+        try:
+            return [fn()]
+        except FATAL:
+            raise
+        except RedisError:
+            return None
+        except Exception:
+            if self.log is not None:
+                self.log.exception("a run of reads failed")
+            return None
 
     def _shared(self, fns):
         """``fns`` under one savepoint (Txn.shared): their results; None
