@@ -105,7 +105,7 @@ def read_group_run(p, reads):
     first = p.log.first_id(m) if rows else None
     out: list = []
     k = 0
-    made = {}                            # consumer -> its deliver (a pool's reads share a few)
+    made: dict = {}                      # consumer -> its deliver (a pool's reads share a few)
     for r in reads:
         c = p.groups.seen(g, r.consumer, now)
         got = rows[k:k + r.count]
