@@ -98,3 +98,46 @@ def test_cancelling_the_dialog_changes_nothing_and_confirming_redrives_as_xs_red
     for key in ("jobs", "jobs:dead", "other"):
         assert fields(db, key) == fields(copy, key), key
     assert fields(db, "jobs")[2:] == [["file", "a.png"], ["file", "b.png"]]
+
+
+def test_a_refresh_keeps_the_dead_letters_loaded_and_the_button_counts_the_new_ones(browser, tmp_path):  # noqa: F811
+    """Dead letters arriving while the page is open redraw the list: the
+    ones a person loaded with "More" stay, and the re-drive button (the
+    same element) asks about the new total."""
+    from playwright.sync_api import expect
+    d = tmp_path / "db"
+    p = run_xs(d, ["XADD q * n %d" % n for n in range(55)])
+    assert p.returncode == 0, p.stderr
+
+    def fail_all():
+        p = xs(d, "worker", "q", "-g", "w", "-c", "w1", "--once", "--max-deliveries", "1",
+               "--dead-letter", "q:dead", "-q", "--", "false")
+        assert b"Traceback" not in p.stderr
+    fail_all()
+    assert xs(d, "XLEN", "q:dead").stdout.strip() == b"55"
+    w = Web(d, "-i", "0.25")
+    try:
+        page = open_page(browser, w)
+        page.locator('#streams tr[data-stream="q:dead"] button.stream-link').click()
+        rows = page.locator("#dead tbody tr")
+        expect(rows).to_have_count(50)
+        page.locator("#dead-more").click()
+        expect(rows).to_have_count(55)
+        button = page.locator("#redrive-all")
+        expect(button).to_have_text("Re-drive all 55 dead letters")
+        button.evaluate("b => { b.__kept = true; }")
+        assert xs(d, "XADD", "q", "*", "n", "55").returncode == 0
+        fail_all()
+        expect(button).to_have_text("Re-drive all 56 dead letters")
+        expect(rows).to_have_count(55)
+        expect(page.locator("#dead-more")).to_be_visible()
+        assert button.evaluate("b => b.__kept === true")
+        asked = []
+        page.once("dialog", lambda dlg: (asked.append(dlg.message), dlg.dismiss()))
+        button.click()
+        expect(page.locator("#dead-result")).to_be_hidden()
+        assert asked and "Re-drive 56 dead letters of q:dead" in asked[0]
+        page.context.close()
+    finally:
+        code, err = w.stop()
+    assert code == 0 and "Traceback" not in err, err

@@ -6,6 +6,7 @@
 (function () {
   const $ = (sel, root) => (root || document).querySelector(sel);
   const PENDING_PAGE = 10;
+  const DEAD_PAGE = 50;
   const csrf = $('meta[name="xs-csrf"]').getAttribute("content");
   const state = {
     overview: null,
@@ -16,7 +17,7 @@
     detailSig: null,
     detailBusy: false,
     detailAgain: false,
-    deadAfter: null,
+    deadShown: 0,         // dead letters the selected stream's list shows ("More" loaded more)
     source: null,
     entriesSeq: 0,
     sourceKey: undefined,
@@ -220,7 +221,9 @@
     if (state.selected === key) return;
     state.selected = key;
     state.detailSig = null;
-    state.deadAfter = null;
+    state.deadShown = 0;
+    $("#dead tbody").replaceChildren();         // another stream's letters: nothing of them is kept
+    $("#dead-origins").replaceChildren();
     history.replaceState(null, "", "#s=" + key);
     const s = state.overview && state.overview.streams.find((x) => x.key === key);
     $("#detail").hidden = !key;
@@ -353,8 +356,10 @@
     section.hidden = total === 0 && !$("#dead-result").textContent;
     const origins = [];
     if (total) {
-      origins.push(el("button", { type: "button", id: "redrive-all", text: "Re-drive all " + total + " dead letter" +
-        (total === 1 ? "" : "s"), onclick: () => redrive(key, d.name, null, total) }));
+      // the buttons say what they do in their attributes, read at the click
+      // (one listener, init): a refresh updates a kept button's numbers
+      origins.push(el("button", { type: "button", id: "redrive-all", "data-key": "all", "data-count": total,
+        "data-name": d.name, text: "Re-drive all " + total + " dead letter" + (total === 1 ? "" : "s") }));
       const byStream = {};
       for (const x of d.dead_letters) {
         const o = byStream[x.origin_key] || (byStream[x.origin_key] = { name: x.origin_stream, count: 0 });
@@ -363,19 +368,21 @@
       const keys = Object.keys(byStream);
       if (keys.length > 1) {
         for (const k of keys) {
-          origins.push(el("button", { type: "button", class: "redrive-origin", text: "Re-drive the " +
-            byStream[k].count + " from " + byStream[k].name,
-            onclick: () => redrive(key, d.name, [k], byStream[k].count, byStream[k].name) }));
+          origins.push(el("button", { type: "button", class: "redrive-origin", "data-key": "origin:" + k,
+            "data-origin": k, "data-origin-name": byStream[k].name, "data-count": byStream[k].count,
+            "data-name": d.name, text: "Re-drive the " + byStream[k].count + " from " + byStream[k].name }));
         }
       }
       origins.push(el("p", {}, [d.dead_letters.map((x) => x.count + " from " + x.origin_stream + " (group " +
         x.origin_group + ")").join("; ")]));
     }
-    $("#dead-origins").replaceChildren(...origins);
+    morphChildren($("#dead-origins"), origins);
     if (!total) { $("#dead tbody").replaceChildren(); $("#dead-more").hidden = true; return; }
     let page;
-    try { page = await api("/api/dead?key=" + key + "&count=50"); } catch (e) { return; }
-    $("#dead tbody").replaceChildren(...page.dead_letters.map(deadRow));
+    const shown = Math.max(DEAD_PAGE, state.deadShown);      // as many as "More" loaded: kept
+    try { page = await api("/api/dead?key=" + key + "&count=" + shown); } catch (e) { return; }
+    if (key !== state.selected) return;
+    morphChildren($("#dead tbody"), page.dead_letters.map(deadRow));
     $("#dead-more").hidden = !page.more;
   }
 
@@ -492,11 +499,21 @@
     });
     $("#close-detail").addEventListener("click", () => { select(null); history.replaceState(null, "", "#"); });
     $("#dead-more").addEventListener("click", async () => {
+      const key = state.selected;
       const rows = $("#dead tbody").querySelectorAll("tr");
       const after = rows.length ? rows[rows.length - 1].getAttribute("data-id") : "";
-      const page = await api("/api/dead?key=" + state.selected + "&count=50&after=" + after);
+      const page = await api("/api/dead?key=" + key + "&count=" + DEAD_PAGE + "&after=" + after);
+      if (key !== state.selected) return;
       $("#dead tbody").append(...page.dead_letters.map(deadRow));
       $("#dead-more").hidden = !page.more;
+      state.deadShown = $("#dead tbody").children.length;
+    });
+    $("#dead-origins").addEventListener("click", (ev) => {
+      const b = ev.target.closest("button[data-count]");
+      if (!b || !state.selected) return;
+      const origin = b.getAttribute("data-origin");
+      redrive(state.selected, b.getAttribute("data-name"), origin ? [origin] : null, Number(b.getAttribute("data-count")),
+        b.getAttribute("data-origin-name"));
     });
     const m = /^#s=([0-9a-f]*)$/.exec(location.hash);
     api("/api/overview").then((doc) => {
