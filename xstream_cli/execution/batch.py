@@ -265,10 +265,14 @@ class Batch:
         if len(calls) == len(fns):
             return None
         calls = [partial(self._call_run, c) if type(c) is list else c for c in calls]
-        if len(calls) > 1:
-            got = self._shared(calls)
-        else:
-            got = self._shared_one(calls[0])
+        try:
+            got = self.tx.shared(calls)      # None: a call failed (rolled back), or no savepoints
+        except FATAL:
+            raise
+        except Exception:                    # a bug: rolled back; the usual path finds the command
+            if self.log is not None:
+                self.log.exception("a run of reads failed")
+            return None
         if got is None:
             return None
         out = []
@@ -284,20 +288,6 @@ class Batch:
         r = _Replies(xreadgroup_run(self.tx, reads))
         self._done += 1
         return r
-
-    def _shared_one(self, fn):
-        """``fn()`` alone in its savepoint: [its value], or None when it
-        failed (rolled back; a bug logged)."""
-        try:
-            return [fn()]
-        except FATAL:
-            raise
-        except RedisError:
-            return None
-        except Exception:
-            if self.log is not None:
-                self.log.exception("a run of reads failed")
-            return None
 
     def _shared(self, fns):
         """``fns`` under one savepoint (Txn.shared): their results; None
