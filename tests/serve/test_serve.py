@@ -495,7 +495,9 @@ def test_served_blocked_xreadgroup_wakes_on_a_cli_xadd(served):
 def test_cli_xread_block_wakes_on_a_served_xadd(served):
     r = served.client()
     r.xadd("s", {"a": 0}, id="1-1")
-    p = subprocess.Popen(XS + ["--db", served.db, "--json", "XREAD", "BLOCK", "20000", "STREAMS", "s", "$"],
+    # after 1-1, not "$": a CLI that a loaded machine starts after the
+    # XADD below would take "$" as 2-1 and wait past it (ci3: timed out)
+    p = subprocess.Popen(XS + ["--db", served.db, "--json", "XREAD", "BLOCK", "20000", "STREAMS", "s", "1-1"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     time.sleep(1.0)
     assert p.poll() is None
