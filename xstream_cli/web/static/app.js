@@ -57,12 +57,12 @@
   // ------------------------------------------------------------ the overview
 
   // The live parts of the page (the overview's tables, the selected
-  // stream's group cards) are drawn anew at each refresh and merged into
+  // stream's group cards and dead letters) are drawn anew at each refresh and merged into
   // what is shown: an element that matches stays the same element, only
   // its changed attributes and text are written.  Drawn anew under the
   // pointer, a button would take a person's click (press on one button,
   // release on its replacement: no click), their hover, their text
-  // selection and the pending rows they loaded.  Children match by key
+  // selection and the rows they loaded with "More".  Children match by key
   // (data-key, data-id, data-group, data-consumer), the others by
   // position and tag; a kept button keeps its handler, which acts on
   // the same key.
