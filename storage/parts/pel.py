@@ -75,6 +75,13 @@ class Pel:
             return None
         return codec.id_from_pel_key(first), codec.id_from_pel_key(self._kv.last_key(self._pel, p))
 
+    def newest(self, g):
+        """The greatest pending ID of ``g``, or None when none is pending."""
+        if not g.pel_count:
+            return None
+        k = self._kv.last_key(self._pel, codec.gid_prefix(g.gid))
+        return None if k is None else codec.id_from_pel_key(k)
+
     def owned(self, g, cid, start, end, count=0):
         """IDs in consumer ``cid``'s PEL within [start, end], ascending, at
         most ``count`` (0: all)."""

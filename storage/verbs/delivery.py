@@ -115,7 +115,7 @@ def read_group_run(p, reads):
         k += len(got)
         deliver = made.get(r.consumer)
         if deliver is None:
-            deliver = made[r.consumer] = _deliverer(p, m, g, c, o.noack, first)
+            deliver = made[r.consumer] = _deliverer(p, m, g, c, o.noack, first, True)
         for i, _ in got:
             deliver(i)
         c.active_time = now
@@ -126,12 +126,16 @@ def read_group_run(p, reads):
     return out
 
 
-def _deliverer(p, m, g, c, noack, first=None):
+def _deliverer(p, m, g, c, noack, first=None, many=False):
     """``deliver(i)``: entry ``i`` (after the group's last ID, each
     newer than the one before) is delivered to ``c``: the group's
     counters move past it and, unless NOACK, it is pending with ``c``.
     What it needs is looked up once for the whole delivery (the
-    stream's first ID, ``first`` if given: delivering changes no entry)."""
+    stream's first ID, ``first`` if given: delivering changes no entry).
+    An entry may be pending already (XGROUP SETID moved the last ID
+    back); one above the group's newest pending ID is not, so with
+    ``many`` deliveries to come (or an empty PEL) that ID is looked up
+    once and only entries up to it have their record looked up."""
     log, now, cid = p.log, p.now, c.cid
     if first is None:
         first = log.first_id(m)
@@ -140,6 +144,13 @@ def _deliverer(p, m, g, c, noack, first=None):
         return lambda i: advance(log, m, g, i, first)
     pel = p.pel
     get, put = pel.get, pel.put
+    if many or not g.pel_count:
+        newest = pel.newest(g)
+
+        def deliver_new(i):
+            advance(log, m, g, i, first)
+            put(g, i, cid, now, 1, get(g, i) if newest is not None and i <= newest else None, c)
+        return deliver_new
 
     def deliver(i):
         advance(log, m, g, i, first)
@@ -152,7 +163,7 @@ def _deliver_new(p, m, g, c, count, noack, budget):
     if m.length == 0 or g.last_id >= m.last_id:
         return []
     rows = budget.fit(p.log.rows(m, incr(g.last_id), count))
-    deliver = _deliverer(p, m, g, c, noack)
+    deliver = _deliverer(p, m, g, c, noack, many=len(rows) > 1)
     for i, _ in rows:
         deliver(i)
     return [Entry(i, fields) for i, fields in rows]
@@ -164,7 +175,7 @@ def _deliver_span(p, m, g, c, count, noack):
         return []
     first = i = None
     n = 0
-    deliver = _deliverer(p, m, g, c, noack)
+    deliver = _deliverer(p, m, g, c, noack, many=count != 1)
     for i in p.log.ids(m, start=incr(g.last_id), count=count):
         deliver(i)
         if first is None:
