@@ -315,14 +315,9 @@
     const pendBody = el("tbody", {}, pend.pending.map(pendingRow));
     const more = el("button", { type: "button", text: "More pending", hidden: pend.more ? null : "" });
     more.addEventListener("click", async () => {
-      const rows = pendBody.querySelectorAll("tr");
-      const after = rows.length ? rows[rows.length - 1].getAttribute("data-id") : "";
-      const p = await api("/api/pending?key=" + key + "&group=" + g.group_key + "&count=" + PENDING_PAGE +
-        "&after=" + after);
-      if (key !== state.selected) return;
-      pendBody.append(...p.pending.map(pendingRow));
-      more.hidden = !p.more;
-      state.pendingShown[g.group_key] = pendBody.children.length;
+      const n = await loadMore(key, pendBody, more,
+        "/api/pending?key=" + key + "&group=" + g.group_key + "&count=" + PENDING_PAGE, "pending", pendingRow);
+      if (n !== null) state.pendingShown[g.group_key] = n;
     });
     return el("div", { class: "group-card", "data-group": g.group }, [
       el("h4", { text: "Group " + g.group + ": lag " + (g.lag === null ? "?" : g.lag) + ", pending " + g.pending +
@@ -384,6 +379,21 @@
     if (key !== state.selected) return;
     morphChildren($("#dead tbody"), page.dead_letters.map(deadRow));
     $("#dead-more").hidden = !page.more;
+  }
+
+  // A "More" button's click: the page after the last row of ``body`` (rows
+  // carry their ID in data-id) from ``url``, its ``field`` drawn with
+  // ``row`` and appended, the button hidden when nothing is left.  How
+  // many rows ``body`` shows now (a refresh asks for as many), or null if
+  // another stream was opened meanwhile.
+  async function loadMore(key, body, button, url, field, row) {
+    const rows = body.querySelectorAll("tr");
+    const after = rows.length ? rows[rows.length - 1].getAttribute("data-id") : "";
+    const page = await api(url + "&after=" + after);
+    if (key !== state.selected) return null;
+    body.append(...page[field].map(row));
+    button.hidden = !page.more;
+    return body.children.length;
   }
 
   function deadRow(x) {
@@ -500,13 +510,9 @@
     $("#close-detail").addEventListener("click", () => { select(null); history.replaceState(null, "", "#"); });
     $("#dead-more").addEventListener("click", async () => {
       const key = state.selected;
-      const rows = $("#dead tbody").querySelectorAll("tr");
-      const after = rows.length ? rows[rows.length - 1].getAttribute("data-id") : "";
-      const page = await api("/api/dead?key=" + key + "&count=" + DEAD_PAGE + "&after=" + after);
-      if (key !== state.selected) return;
-      $("#dead tbody").append(...page.dead_letters.map(deadRow));
-      $("#dead-more").hidden = !page.more;
-      state.deadShown = $("#dead tbody").children.length;
+      const n = await loadMore(key, $("#dead tbody"), $("#dead-more"), "/api/dead?key=" + key + "&count=" + DEAD_PAGE,
+        "dead_letters", deadRow);
+      if (n !== null) state.deadShown = n;
     });
     $("#dead-origins").addEventListener("click", (ev) => {
       const b = ev.target.closest("button[data-count]");
