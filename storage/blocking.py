@@ -12,8 +12,10 @@ Notification files
   Readers create the directory and their streams' files; writers never
   create anything.  ``notify`` touches (``utime``) the files of the
   changed streams that exist: one failed ``open`` of the directory when
-  nobody ever waited on this store, one ``utime`` per changed stream
-  otherwise (about 2 us each).
+  nobody ever waited on this store; otherwise the directory, opened once
+  and kept open by the store, is checked with one ``fstat`` (made anew
+  if it was removed), and one ``utime`` per changed stream (about 2 us
+  each).
 
 Private, and no links followed (storage.opening): the directory is 0700
 and its files 0600 whatever the umask; every operation is relative to
@@ -100,28 +102,21 @@ def notify(store, names):
     """Called after a commit that changed the streams ``names``: touch the
     notification files of those that readers watch.  Never raises, never
     creates files, never follows a link."""
-    top = store.dir_fd
-    if top is None:                    # closed
+    d = store.notify_dir()
+    if d is None:
         return
-    try:
-        d = os.open(NOTIFY_DIR, _O_DIR, dir_fd=top)
-    except OSError:
-        return
-    try:
-        cache = _notify_names
-        utime = os.utime
-        for name in names:
-            n = cache.get(name)
-            if n is None:
-                if len(cache) > 4096:
-                    cache.clear()
-                n = cache[name] = notify_name(name)
-            try:
-                utime(n, dir_fd=d, follow_symlinks=False)
-            except OSError:
-                pass
-    finally:
-        os.close(d)
+    cache, utime = _notify_names, os.utime
+    for name in names:
+        n = cache.get(name)
+        if n is None:
+            if len(cache) > 4096:
+                cache.clear()
+            n = cache[name] = notify_name(name)
+        try:
+            utime(n, dir_fd=d, follow_symlinks=False)
+        except OSError:
+            pass
+
 
 
 def refused(store, e):

@@ -28,6 +28,7 @@ import lmdb
 from storage import codec
 from storage.codec.changes import META_CHANGELOG
 from storage.files import (  # noqa: F401 (re-exported: storage.store's names before storage.files)
+    NOTIFY_DIR,
     STORE_LOCK,
     NeedsWriteAccess,
     NoSuchStore,
@@ -91,6 +92,7 @@ class Store:
         self.durable = durable
         self.dir_fd: Optional[int] = None
         self.lock_fd: Optional[int] = None     # <store>/lock, held shared while open (see take_store_lock)
+        self.notify_fd: Optional[int] = None   # <store>/notify, once a commit opened it (storage.blocking.notify)
         self._shared_lock = shared_lock
         self.root: str = path
         self._broken: Optional[str] = None     # why the environment had to be closed
@@ -384,7 +386,32 @@ class Store:
             self.env.close()
         self._close_dir()
 
+    def notify_dir(self) -> "Optional[int]":
+        """The notification directory (storage.blocking.notify), open, or
+        None while no reader made it: kept open from the commit that first
+        found it until ``close`` (a server at its descriptor limit needs
+        none a commit), opened anew once removed (``fstat``: no link left)."""
+        d = self.notify_fd
+        if d is not None:
+            try:
+                if os.fstat(d).st_nlink:
+                    return d
+                os.close(d)
+            except OSError:
+                pass
+            self.notify_fd = None
+        if self.dir_fd is not None:        # (None: closed)
+            try:
+                self.notify_fd = os.open(NOTIFY_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                         dir_fd=self.dir_fd)
+            except OSError:
+                pass
+        return self.notify_fd
+
     def _close_dir(self):
+        nfd, self.notify_fd = self.notify_fd, None
+        if nfd is not None:
+            os.close(nfd)
         lock, self.lock_fd = self.lock_fd, None
         if lock is not None:
             os.close(lock)          # releases the shared store lock (after the environment is closed)

@@ -26,6 +26,32 @@ def test_notify_touches_only_watched_streams(store):
         assert w.wait(0.05) is False       # events were consumed
 
 
+def test_a_writer_keeps_the_notification_directory_open_and_opens_the_new_one_after_a_removal(store):
+    import shutil
+
+    from storage import blocking
+    d = os.path.join(store.path, blocking.NOTIFY_DIR)
+
+    def add():
+        store.run(lambda tx: tx.add_auto_many([(b"s", [b"a", b"1"])]), write=True)
+    add()
+    assert store.notify_fd is None             # nobody waited: no directory, nothing kept
+    with blocking.Waiter(store, [b"s"]) as w:
+        add()
+        fd = store.notify_fd
+        assert fd is not None and w.wait(5) is True
+        add()
+        assert store.notify_fd == fd           # kept: no open a commit
+        assert w.wait(5) is True
+    shutil.rmtree(d)                           # removed by a careless hand; the next reader makes it again
+    with blocking.Waiter(store, [b"s"]) as w:
+        assert os.path.isdir(d)
+        add()
+        assert w.wait(5) is True               # the writer touched the new directory's file
+    store.close()
+    assert store.notify_fd is None
+
+
 def test_waiter_rearms_when_notification_file_is_removed(store):
     from storage import blocking
     with blocking.Waiter(store, [b"s"]) as w:
