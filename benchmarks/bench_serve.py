@@ -33,8 +33,11 @@ and
               server (else the benchmark fails).
 
 Prints, per case and server, requests per second, the ratio to
-redis-server and the p50/p99 latency (ms).  The issue's goal: xs at
-least 0.5x redis-server.
+redis-server, the p50/p99 latency (ms) and the server's CPU per request
+(per entry for ackloop), user + system in us, from the server process's
+/proc/PID/stat before and after the run (Linux; "-" elsewhere): the
+kernel's share (socket reads and writes, the commit's syncs) against
+the server's own.  The issue's goal: xs at least 0.5x redis-server.
 """
 import argparse
 import csv
@@ -209,6 +212,26 @@ def stop_servers(procs, tmp):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def server_cpu(proc):
+    """(user s, system s) that process ``proc`` (a Popen) has used so far,
+    its threads included (Linux's /proc), or None."""
+    try:
+        with open("/proc/%d/stat" % proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_text(before, after, n):
+    """The CPU used between two ``server_cpu`` readings, per request of
+    ``n``: "user+system" in us, or "-"."""
+    if before is None or after is None or not n:
+        return "-"
+    return "%.1f+%.1f" % ((after[0] - before[0]) / n * 1e6, (after[1] - before[1]) / n * 1e6)
+
+
 def median(rows):
     """The median run (by throughput) of repeated measurements."""
     rows = sorted(rows)
@@ -256,7 +279,8 @@ def main():
             version = " " + cli(procs["redis"][0], "INFO", "server").split("redis_version:")[1].split()[0]
         print("redis-benchmark -n %d -c %d; redis-server%s with appendfsync always vs xs serve (fsync on commit)%s"
               % (a.n, a.c, version, "" if a.repeat == 1 else "; median of %d runs" % a.repeat))
-        print("%-12s %3s  %-8s %10s %6s  %8s %8s" % ("case", "-P", "server", "r/s", "/redis", "p50", "p99"))
+        print("%-12s %3s  %-8s %10s %6s  %8s %8s  %s" % ("case", "-P", "server", "r/s", "/redis", "p50", "p99",
+                                                         "cpu us/req"))
         for name in cases:
             command, needs_fill = CASES[name]
             for depth in ([None] if command is None else [int(x) for x in a.P.split(",")]):
@@ -268,18 +292,20 @@ def main():
                             fill(port, a.n)
                         else:
                             cli(port, "DEL", "s")
+                        before = server_cpu(procs[srv][1])
                         if command is None:        # ackloop: redis-py consumers, entries/s
-                            runs[srv].append(ackloop(port, a.consumers, a.count))
+                            got = ackloop(port, a.consumers, a.count)
                         else:
-                            runs[srv].append(bench(port, a.n, a.c, depth, command))
+                            got = bench(port, a.n, a.c, depth, command)
+                        runs[srv].append(got + (cpu_text(before, server_cpu(procs[srv][1]), a.n),))
                 base = median(runs["redis"])[0] if "redis" in runs else None
                 for srv in servers:
-                    rps, p50, p99 = median(runs[srv])
-                    print("%-12s %3s  %-8s %10.0f %6s  %8.2f %8.2f"
+                    rps, p50, p99, cpu = median(runs[srv])
+                    print("%-12s %3s  %-8s %10.0f %6s  %8.2f %8.2f  %s"
                           % (name, "-" if depth is None else depth, srv, rps,
-                             "%.2fx" % (rps / base) if base else "-", p50, p99), flush=True)
-        print("(latencies in ms; /redis is the throughput ratio to redis-server; xs: with the serve extra, "
-              "xs-pure: XS_SERVE_PURE=1)")
+                             "%.2fx" % (rps / base) if base else "-", p50, p99, cpu), flush=True)
+        print("(latencies in ms; /redis is the throughput ratio to redis-server; cpu: the server process's "
+              "user+system CPU per request, us; xs: with the serve extra, xs-pure: XS_SERVE_PURE=1)")
         if "ackloop" in cases:
             print("(ackloop: %d consumers, COUNT %d; entries/s, latency of one XREADGROUP + XACK iteration; "
                   "exactly-once delivery and an empty PEL checked on every server)" % (a.consumers, a.count))
