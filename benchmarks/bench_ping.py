@@ -19,8 +19,11 @@ DIR`` adds ``xs-base``: xs serve run from another tree (a ``git worktree
 add DIR REV``), to compare a change with what it changes.
 
 The requests are multibulk PINGs (redis-benchmark's PING_MBULK, what
-clients send).  Prints requests/s per server and pipeline depth, and the ratio of each
-xs server to the bare responder (issue 42's goal: at least 0.8x).
+clients send).  Prints requests/s per server and pipeline depth, the ratio of each
+xs server to the bare responder (issue 42's goal: at least 0.8x), and
+each server's user+system CPU per request (bench_serve.py's ``cpu
+us/req``: the kernel's part, which the three share, apart from the
+server's own).
 """
 import argparse
 import os
@@ -29,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_serve import ROOT, bench, free_port, has_extra, median, stop_servers, wait_ready
+from bench_serve import ROOT, bench, cpu_text, free_port, has_extra, median, server_cpu, stop_servers, wait_ready
 
 
 def responder(port):
@@ -110,19 +113,24 @@ def main():
         for name, (port, p) in procs.items():
             wait_ready(port, p, name)
         print("redis-benchmark -t ping -n %d -c %d; median of %d interleaved runs (min-max)" % (a.n, a.c, a.repeat))
-        print("%3s  %-8s %10s %19s %7s" % ("-P", "server", "r/s", "range", "/bare"))
+        print("%3s  %-8s %10s %19s %7s  %s" % ("-P", "server", "r/s", "range", "/bare", "cpu us/req"))
         for depth in [int(x) for x in a.P.split(",")]:
             runs = {s: [] for s in servers}
             for _ in range(a.repeat):
                 for srv in servers:
-                    runs[srv].append(bench(procs[srv][0], a.n, a.c, depth, ["-t", "ping_mbulk"]))
+                    before = server_cpu(procs[srv][1])
+                    got = bench(procs[srv][0], a.n, a.c, depth, ["-t", "ping_mbulk"])
+                    runs[srv].append(got + (cpu_text(before, server_cpu(procs[srv][1]), a.n),))
             bare = median(runs["bare"])[0] if "bare" in runs else None
             for srv in servers:
-                rps = median(runs[srv])[0]
+                med = median(runs[srv])
+                rps = med[0]
                 lo, hi = min(r[0] for r in runs[srv]), max(r[0] for r in runs[srv])
-                print("%3d  %-8s %10.0f %9.0f-%-9.0f %7s" % (depth, srv, rps, lo, hi,
-                                                             "%.2fx" % (rps / bare) if bare else "-"), flush=True)
-        print("(/bare: the throughput ratio to the bare uvloop + hiredis responder; goal for xs: 0.8x or more)")
+                print("%3d  %-8s %10.0f %9.0f-%-9.0f %7s  %s" % (depth, srv, rps, lo, hi,
+                                                                 "%.2fx" % (rps / bare) if bare else "-", med[-1]),
+                      flush=True)
+        print("(/bare: the throughput ratio to the bare uvloop + hiredis responder; goal for xs: 0.8x or more; "
+              "cpu: the server process's user+system CPU per request, us, of the median run)")
     finally:
         stop_servers(procs, tmp)
 

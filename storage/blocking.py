@@ -118,7 +118,6 @@ def notify(store, names):
             pass
 
 
-
 def refused(store, e):
     """A StoreFailure for an entry of the store that must not be used."""
     from storage.txn import StoreFailure
