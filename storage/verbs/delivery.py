@@ -102,10 +102,13 @@ def read_group_run(p, reads):
     rows = []
     if m.length and g.last_id < m.last_id:
         rows = p.log.rows(m, incr(g.last_id), sum(r.count for r in reads))
-    first = p.log.first_id(m) if rows else None
+    if not rows:
+        for r in reads:
+            p.groups.seen(g, r.consumer, now)       # each read makes its consumer, as alone
+        return [[] for _ in reads]
+    deliver = _deliverer(p, m, g, o.noack, True)
     out: list = []
     k = 0
-    made: dict = {}                      # consumer -> its deliver (a pool's reads share a few)
     for r in reads:
         c = p.groups.seen(g, r.consumer, now)
         got = rows[k:k + r.count]
@@ -113,48 +116,37 @@ def read_group_run(p, reads):
             out.append([])
             continue
         k += len(got)
-        deliver = made.get(r.consumer)
-        if deliver is None:
-            deliver = made[r.consumer] = _deliverer(p, m, g, c, o.noack, first, True)
         for i, _ in got:
-            deliver(i)
+            deliver(i, c)
         c.active_time = now
         p.dirty += 1
         out.append([(key, [Entry(i, fields) for i, fields in got])])
-    if rows:
-        p.streams.touch(key)
+    p.streams.touch(key)
     return out
 
 
-def _deliverer(p, m, g, c, noack, first=None, many=False):
-    """``deliver(i)``: entry ``i`` (after the group's last ID, each
-    newer than the one before) is delivered to ``c``: the group's
-    counters move past it and, unless NOACK, it is pending with ``c``.
-    What it needs is looked up once for the whole delivery (the
-    stream's first ID, ``first`` if given: delivering changes no entry).
-    An entry may be pending already (XGROUP SETID moved the last ID
-    back); one above the group's newest pending ID is not, so with
-    ``many`` deliveries to come (or an empty PEL) that ID is looked up
-    once and only entries up to it have their record looked up."""
-    log, now, cid = p.log, p.now, c.cid
-    if first is None:
-        first = log.first_id(m)
+def _deliverer(p, m, g, noack, many=False):
+    """``deliver(i, c)``: entry ``i`` (after the group's last ID, each
+    newer than the one before) is delivered to consumer ``c``: the
+    group's counters move past it and, unless NOACK, it is pending with
+    ``c``.  What it needs is looked up once for the whole delivery (the
+    stream's first ID: delivering changes no entry).  An entry may be
+    pending already (XGROUP SETID moved the last ID back); one above the
+    group's newest pending ID is not, so with ``many`` deliveries to come
+    (or an empty PEL) that ID is looked up once and only entries up to it
+    have their record looked up."""
+    log, now = p.log, p.now
+    first = log.first_id(m)
     advance = lag.advance
     if noack:
-        return lambda i: advance(log, m, g, i, first)
+        return lambda i, c: advance(log, m, g, i, first)
     pel = p.pel
     get, put = pel.get, pel.put
-    if many or not g.pel_count:
-        newest = pel.newest(g)
+    newest = pel.newest(g) if many or not g.pel_count else MAX_ID
 
-        def deliver_new(i):
-            advance(log, m, g, i, first)
-            put(g, i, cid, now, 1, get(g, i) if newest is not None and i <= newest else None, c)
-        return deliver_new
-
-    def deliver(i):
+    def deliver(i, c):
         advance(log, m, g, i, first)
-        put(g, i, cid, now, 1, get(g, i), c)
+        put(g, i, c.cid, now, 1, get(g, i) if newest is not None and i <= newest else None, c)
     return deliver
 
 
@@ -163,9 +155,9 @@ def _deliver_new(p, m, g, c, count, noack, budget):
     if m.length == 0 or g.last_id >= m.last_id:
         return []
     rows = budget.fit(p.log.rows(m, incr(g.last_id), count))
-    deliver = _deliverer(p, m, g, c, noack, many=len(rows) > 1)
+    deliver = _deliverer(p, m, g, noack, len(rows) > 1)
     for i, _ in rows:
-        deliver(i)
+        deliver(i, c)
     return [Entry(i, fields) for i, fields in rows]
 
 
@@ -175,9 +167,9 @@ def _deliver_span(p, m, g, c, count, noack):
         return []
     first = i = None
     n = 0
-    deliver = _deliverer(p, m, g, c, noack, many=count != 1)
+    deliver = _deliverer(p, m, g, noack, count != 1)
     for i in p.log.ids(m, start=incr(g.last_id), count=count):
-        deliver(i)
+        deliver(i, c)
         if first is None:
             first = i
         n += 1
