@@ -75,7 +75,6 @@ POLL_S = 0.005            # fallback poll interval (no inotify): the first one .
 POLL_MAX_S = 0.1          # ... doubled while nothing changes, up to this
 MAX_POLL_MS = (1 << 31) - 1   # poll(2) takes an int: longer waits are made of several
 
-_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _blake2b = None           # hash of stream names (imported on first use)
 _IN_IGNORED = 0x8000      # inotify(7): the watched file went away (storage.inotify.IN_IGNORED)

@@ -28,6 +28,7 @@ import lmdb
 from storage import codec
 from storage.codec.changes import META_CHANGELOG
 from storage.files import (  # noqa: F401 (re-exported: storage.store's names before storage.files)
+    _O_DIR,
     NOTIFY_DIR,
     STORE_LOCK,
     NeedsWriteAccess,
@@ -402,8 +403,7 @@ class Store:
             self.notify_fd = None
         if self.dir_fd is not None:        # (None: closed)
             try:
-                self.notify_fd = os.open(NOTIFY_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                         dir_fd=self.dir_fd)
+                self.notify_fd = os.open(NOTIFY_DIR, _O_DIR | os.O_NOFOLLOW, dir_fd=self.dir_fd)
             except OSError:
                 pass
         return self.notify_fd
