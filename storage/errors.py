@@ -496,6 +496,19 @@ def line_too_long(n, limit):
     return RedisError("ERR line too long (%d bytes, the limit is %s)" % (n, lim))
 
 
+# ---------------------------------------------------------------- XS.PAGE
+# xs serve's own command (xstream_cli.server.stored_page): no Redis text to follow
+
+def page_format(asked, spoken):
+    """XS.PAGE asked for a stored form this server does not send."""
+    return RedisError("ERR XS.PAGE format %s is not supported (this server sends format %d)" % (asked, spoken))
+
+
+def page_count(top):
+    """XS.PAGE's count outside 1..top."""
+    return RedisError("ERR XS.PAGE count must be between 1 and %d" % top)
+
+
 # xs serve's connection texts (Redis's server.c / acl.c, word for word)
 NOAUTH = "NOAUTH Authentication required."
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."

@@ -21,6 +21,7 @@ from xstream_cli.server.config import REDIS_VERSION
 from xstream_cli.server.engine import log
 from xstream_cli.server.jobs import Item, item_for
 from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode, encode_replies
+from xstream_cli.server.stored_page import xs_page
 
 
 def _err(text):
@@ -37,6 +38,9 @@ def _local(*names, arity):
             LOCAL[n] = (fn, arity, n.decode().lower())
         return fn
     return deco
+
+
+LOCAL[b"XS.PAGE"] = (xs_page, 6, "xs.page")      # xs serve's own command
 
 
 NOAUTH_OK = {b"AUTH", b"HELLO", b"QUIT", b"RESET"}
@@ -449,6 +453,7 @@ _CONN_INFO = {  # name -> (arity, flags, first key, last key, step)
     "multi": (1, ["fast", "loading"], 0, 0, 0), "exec": (1, ["loading", "skip_slowlog"], 0, 0, 0),
     "discard": (1, ["fast", "loading"], 0, 0, 0), "watch": (-2, ["fast", "loading"], 1, -1, 1),
     "unwatch": (1, ["fast", "loading"], 0, 0, 0), "time": (1, ["loading", "fast"], 0, 0, 0),
+    "xs.page": (6, ["readonly"], 2, 2, 1),
 }
 
 
@@ -591,3 +596,4 @@ def _exec_items(srv, c, queued):
             it.name = a[0].decode("latin-1").lower()
         items.append(it)
     return items
+

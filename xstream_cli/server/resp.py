@@ -441,6 +441,16 @@ def _entries_body(r, resp3, array_null, out):
         app(b"".join(parts))
 
 
+def bulk_run(values):
+    """``values`` (bytes) as consecutive bulk strings, no array header: a
+    few C-level passes (XS.PAGE's keys and stored values)."""
+    n = len(values)
+    parts: list = [b"\r\n"] * (3 * n)
+    parts[0::3] = _bulk_heads(values)
+    parts[1::3] = values
+    return b"".join(parts)
+
+
 def _bulk_heads(values):
     """``$length\r\n`` of each of ``values``: looked up by length (C-level
     passes) when all are under 4 KB."""
