@@ -97,6 +97,15 @@ def id_from_entry_key(key):
     return ms, seq
 
 
+def is_entry_key(key):
+    """Whether ``key`` has an entry key's layout: SHORT_KEY bytes, or 8
+    more after the SEQ_WIDE marker (keys from elsewhere: XS.PAGE's reader)."""
+    n = len(key)
+    if n != SHORT_KEY and n != SHORT_KEY + 8:
+        return False
+    return (_KEY_ID.unpack_from(key)[1] == SEQ_WIDE) == (n != SHORT_KEY)
+
+
 def sid_prefix(sid):
     return U64.pack(sid)
 

@@ -65,14 +65,16 @@ def _arrow_schema(binary, with_list, source=False):
     return to_arrow_schema(StructType(cols), timezone="UTC")
 
 
-def _batch(schema, stream, pairs, shapes, binary, with_list, name):
+def _batch(schema, stream, pairs, shapes, binary, with_list, name, source=None):
     """Stored entries ((entry key, stored value) pairs, ``shapes``: tag
     -> codec.Shape of the stream) -> one record batch of ``schema``,
     straight from the stored form, column by column: the IDs from the
     keys (one frombuffer for 20-byte keys), a run of shaped entries'
     values by one scan for separator bytes, their names repeated from
     the shape; runs of records as ``_record_fields`` splits them.  No
-    Python object per entry or field beyond the pairs themselves."""
+    Python object per entry or field beyond the pairs themselves.
+    ``source``: the url mode's ``source`` column (pages from xs serve in
+    stored form, storage.spark.stored), None in the path mode."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -101,7 +103,7 @@ def _batch(schema, stream, pairs, shapes, binary, with_list, name):
     keys_bin = pa.concat_arrays(names) if len(names) > 1 else names[0]
     vals_bin = pa.concat_arrays(vals) if len(vals) > 1 else vals[0]
     return _assemble(schema, stream, id_text, ms_u, seq_u, keys_bin, vals_bin, foffs, pairs_n, binary, with_list,
-                     lambda: codec.records(ekeys, values, shapes), name, unique)
+                     lambda: codec.records(ekeys, values, shapes), name, unique, source)
 
 
 def _page_batch(schema, stream, entries, binary, with_list, name, source):

@@ -32,6 +32,8 @@ beside it) and xs archive --url (storage.spark.archive.net).
 import time
 import urllib.parse
 
+from storage import ids
+
 if False:  # typing only (not imported at run time)
     from typing import Any
 
@@ -132,6 +134,7 @@ class Conn:
         except ImportError:
             raise NetworkError("option url needs redis-py: pip install 'xstreamlog[spark]' (or redis)") from None
         self.ep = ep
+        self.stored = None          # pages in stored form (XS.PAGE): None until a read asks (Conn.pages)
         kw = parse_url(ep.url)
         cls = kw.pop("connection_class", redis.Connection)
         kw.update(username=ep.user, password=ep.password, socket_connect_timeout=ep.timeout,
@@ -236,28 +239,59 @@ class Conn:
             out[n] = (parse_id(a[0][0]), parse_id(b[0][0])) if a and b else None
         return out
 
-    def pages(self, name, lo, hi, chunk):
+    def pages(self, name, lo, hi, chunk, stored=False):
         """The entries of stream ``name`` in [lo, hi], ``chunk`` a page
         (XRANGE ... COUNT chunk, then ``(`` the page's last ID): lists of
-        (ID text, [field, value, ...]).  Ends with a TYPE: a stream
-        deleted since the read was planned is an error, never an empty
-        read.
+        (ID text, [field, value, ...]).  With ``stored``, pages in xs's
+        stored form (XS.PAGE, storage.spark.stored: Page objects, at most
+        stored.MAX_COUNT entries each) when the server sends them,
+        XRANGE's otherwise (``self.stored`` says which).  Ends with a
+        TYPE: a stream deleted since the read was planned is an error,
+        never an empty read.
 
         One page ahead: the request for the next page is sent as soon as
         a page arrives, before it is handed on, so that the server makes
         it while the caller converts this one (and a network's round trip
         is not waited for between pages).  Closed early, it reads the
         page asked for and drops it (or drops the connection)."""
+        from storage.spark import stored as sp
         end = fmt(hi)
-        self._ask(("XRANGE", name, fmt(lo), end, "COUNT", chunk), name)
+        count = min(chunk, sp.MAX_COUNT) if stored else chunk
+        first = None
+        if stored:
+            self._ask(sp.ask(name, lo, hi, count), name)
+            first = self._answer(name, sp.unsupported)
+            if first is None:            # not xs serve: XRANGE
+                stored = self.stored = False
+                count = chunk
+            else:
+                self.stored = True
+        if not stored:
+            self._ask(("XRANGE", name, fmt(lo), end, "COUNT", chunk), name)
         pending = True
+        start = lo
+        where = "%s stream %r" % (self.ep.name, _name(name))
         try:
             while True:
                 pending = False
-                page = self._answer(name)
-                more = len(page) >= chunk and parse_id(bytes(page[-1][0])) < hi
+                if stored:
+                    try:
+                        page = sp.page(first if first is not None else self._answer(name), start, hi, count)
+                    except sp.BadPage as e:
+                        raise NetworkError("%s: the server sent a page that is not xs's stored form (%s)"
+                                           % (where, e)) from None
+                    first = None
+                    last = page.last
+                else:
+                    page = self._answer(name)
+                    last = parse_id(bytes(page[-1][0])) if page else None
+                more = len(page) >= count and last < hi
                 if more:
-                    self._ask(("XRANGE", name, b"(" + bytes(page[-1][0]), end, "COUNT", chunk), name)
+                    if stored:
+                        start = ids.incr(last)
+                        self._ask(sp.ask(name, start, hi, count), name)
+                    else:
+                        self._ask(("XRANGE", name, b"(" + bytes(page[-1][0]), end, "COUNT", chunk), name)
                     pending = True
                 if page:
                     yield page
@@ -283,11 +317,16 @@ class Conn:
         except (redis.RedisError, OSError) as e:
             raise self.fail(e, stream)
 
-    def _answer(self, stream):
-        """The reply of the command sent by ``_ask`` (an error raises, naming ``stream``)."""
+    def _answer(self, stream, declined=None):
+        """The reply of the command sent by ``_ask`` (an error raises, naming
+        ``stream``; None for an error reply ``declined(error)`` accepts)."""
         import redis
         try:
             return self.conn.read_response()
+        except redis.ResponseError as e:
+            if declined is not None and declined(e):
+                return None
+            raise self.fail(e, stream)
         except (redis.RedisError, OSError) as e:
             raise self.fail(e, stream)
 

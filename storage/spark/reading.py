@@ -30,10 +30,12 @@ first and last entries from ``XINFO STREAM`` (``XRANGE`` / ``XREVRANGE
 ... COUNT 1`` when ``start`` / ``end`` narrow the read), then the same
 planner as the path mode (``plan_stream``): partitions over all
 endpoints together.  Each partition connects from its executor and pages
-its ID range with ``XRANGE key lo hi COUNT chunk``, then from ``(``
-the page's last ID, and builds its Arrow batches with the path mode's
-code (``_assemble``: ``binary`` and ``fields_list`` behave the same),
-then checks with ``TYPE`` that the stream is still there.  A partition
+its ID range: from xs serve with ``XS.PAGE`` (entries in stored form,
+built into Arrow batches by the path mode's own ``_batch``:
+storage.spark.stored), from any other server with ``XRANGE key lo hi
+COUNT chunk``, then from ``(`` the page's last ID, built with the path
+mode's ``_assemble`` (``binary`` and ``fields_list`` behave the same
+either way); then it checks with ``TYPE`` that the stream is still there.  A partition
 is therefore NOT one snapshot: each page is read when it is asked for.
 Entries added after planning are still not read (ranges end at the
 planned last ID); an entry trimmed or deleted before its page is read is
@@ -67,7 +69,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from storage import codec, ids
 from storage.options import RangeOptions
 from storage.spark.columns import _arrow_schema, _batch, _page_batch, _text
-from storage.spark.options import _open
+from storage.spark.options import XStreamError, _open
 
 
 class XStreamPartition(InputPartition):
@@ -220,25 +222,54 @@ def _read_range(p, partition):
 
 
 def _read_net_range(p, partition):
-    """One partition of the url mode: its ID range paged with XRANGE ...
-    COUNT ``p.chunk`` over one connection, as Arrow record batches of
-    ``_BATCH_ROWS`` entries (``chunk`` when larger), built as the path
-    mode builds them, plus the ``source`` column.  Not one snapshot:
-    each page is read when it is asked for."""
+    """One partition of the url mode: its ID range paged over one
+    connection (``p.chunk`` a page: XS.PAGE in stored form from xs
+    serve, XRANGE from any other server, storage.spark.network.Conn.pages),
+    as Arrow record batches of ``_BATCH_ROWS`` entries (``chunk`` when
+    larger), built as the path mode builds them, plus the ``source``
+    column.  Not one snapshot: each page is read when it is asked for."""
+    from storage.spark import stored as sp
     ep = p.endpoints[partition.endpoint]
     name = partition.stream
     stream = _text(name, "stream name", name, None)
     schema = _arrow_schema(p.binary, p.fields_list, True)
     target = max(p.chunk, _BATCH_ROWS)
+    shapes: dict = {}
+
+    def batch(rows):
+        if conn.stored:
+            return _stored_batch(schema, stream, rows, shapes, p.binary, p.fields_list, name, ep.name)
+        return _page_batch(schema, stream, rows, p.binary, p.fields_list, name, ep.name)
     with ep.connect() as conn:
-        buf = []
-        for page in conn.pages(name, partition.lo, partition.hi, p.chunk):
+        buf: list = []
+        for page in conn.pages(name, partition.lo, partition.hi, p.chunk, stored=True):
+            if type(page) is sp.Page:
+                if buf and not sp.merge(shapes, page.shapes):
+                    yield batch(buf)                 # a field set's tag changed meaning between pages
+                    buf = []
+                    shapes.clear()
+                shapes.update(page.shapes)
+                page = page.pairs
             buf.extend(page)
             while len(buf) >= target:
-                yield _page_batch(schema, stream, buf[:target], p.binary, p.fields_list, name, ep.name)
+                yield batch(buf[:target])
                 buf = buf[target:]
         if buf:
-            yield _page_batch(schema, stream, buf, p.binary, p.fields_list, name, ep.name)
+            yield batch(buf)
+
+
+def _stored_batch(schema, stream, pairs, shapes, binary, with_list, name, source):
+    """The record batch of pages in stored form (``_batch``, as the path
+    mode builds it, plus the ``source`` column): a value that does not
+    decode (a server that sent damaged entries) is one line naming the
+    endpoint and the stream."""
+    try:
+        return _batch(schema, stream, pairs, shapes, binary, with_list, name, source)
+    except XStreamError:
+        raise
+    except Exception as e:            # anything a malformed value makes the decoders raise
+        raise XStreamError("%s stream %r: the server sent an entry that cannot be read (%s: %s)"
+                           % (source, stream, type(e).__name__, " ".join(str(e).split())[:200]))
 
 
 def _id(text):

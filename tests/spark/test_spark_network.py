@@ -102,6 +102,8 @@ def test_url_reads_the_rows_of_the_path_read_through_xs_serve_and_redis_server(s
     got = via_xs.collect()
     assert {r.source for r in got} == {served.url}
     assert sorted((r.stream, r.id, [(f.name, f.value) for f in r.fields_list]) for r in got) == want
+    stats = redis_py.Redis(port=served.port).info("commandstats")
+    assert stats["cmdstat_xs.page"]["calls"] >= 20 and "cmdstat_xrange" not in stats   # pages in stored form
     maps = {(r.stream, r.id): r.fields for r in got}
     assert maps[("ev:a", "5000-0")] == {"a": "z", "b": "y"}           # the map keeps the last value, as path does
     assert maps[("ev:b", "5000-0")] == {"msg": "two\nlines", "k": "v"}
