@@ -134,7 +134,11 @@ class PtyShell:
         # busy shell left from the line before cannot end up in this one
         self.send(b"\x05\x15" + (before + after).encode() + b"\x02" * len(after) + b"\t")
         assert self.read_until(lambda: END in self._out()), (line, self.buf[-2000:])
-        return sorted(set(l for l in self._out().split(END)[0].split("\n") if l))
+        got = sorted(set(l for l in self._out().split(END)[0].split("\n") if l))
+        # zsh once (in CI, not since) offered its own parameter names here, as
+        # if the word were after a "$": keep what the terminal showed for that
+        assert "ARGC" not in got or "ARGC" in line, ("parameter names offered", line, self.buf[-3000:])
+        return got
 
     def complete(self, line):
         got = self.tab(line)
