@@ -25,6 +25,16 @@ from storage import codec
 from storage.spark.options import XStreamError
 
 LONG_MAX = (1 << 63) - 1
+
+
+class Damaged(XStreamError):
+    """A stored value that does not decode: a damaged store (the path
+    mode), or a server that sent damaged entries (the url mode,
+    storage.spark.reading._stored_batch says which)."""
+
+    def __init__(self, detail):
+        XStreamError.__init__(self, detail + ": the store is damaged")
+        self.detail = detail
 _MAX_TS_MS = 253402300799999                # 9999-12-31T23:59:59.999Z
 
 
@@ -160,8 +170,7 @@ def _shaped_fields(shape, values):
     cut = np.frombuffer(joined.translate(codec.TO_NEWLINE), dtype=np.uint8) == 10
     at = np.flatnonzero(cut)
     if len(at) != n * k or (raw[at[::k]] != shape.tag).any():
-        raise XStreamError("a stored entry of field set %d does not hold %d values: the store is damaged"
-                           % (shape.tag, k))
+        raise Damaged("a stored entry of field set %d does not hold %d values" % (shape.tag, k))
     data = raw[~cut]
     if len(data) > 0x7FFFFFFF:                        # Arrow binary offsets are 32-bit
         raise XStreamError("%d entries of %d bytes in one batch: more than an Arrow batch holds" % (n, len(data)))

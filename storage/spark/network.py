@@ -19,7 +19,9 @@ and order kept), every failure one line naming the endpoint (and the
 stream, where there is one): ``xstream: redis://edge-2:6380: cannot
 connect (...)``, ``... authentication failed (...)``, ``... stream
 'events:a': ...``.  What the data source asks of a server, all Redis
-7.0 commands: SCAN ... MATCH ... TYPE stream, TYPE, XINFO STREAM,
+7.0 commands but one: XS.PAGE, xs serve's page in stored form
+(storage.spark.stored), asked for first and replaced by XRANGE where the
+server does not have it; SCAN ... MATCH ... TYPE stream, TYPE, XINFO STREAM,
 XRANGE / XREVRANGE ... COUNT (with ``(`` for an exclusive start),
 WATCH / UNWATCH, MULTI, XADD, EXEC, and for a streaming read's
 consumer group XINFO GROUPS, XGROUP CREATE / SETID ... ENTRIESREAD and
@@ -257,15 +259,16 @@ class Conn:
         from storage.spark import stored as sp
         end = fmt(hi)
         count = min(chunk, sp.MAX_COUNT) if stored else chunk
-        first = None
+        ahead = []                       # the first XS.PAGE reply, read to see whether the server has it
         if stored:
             self._ask(sp.ask(name, lo, hi, count), name)
-            first = self._answer(name, sp.unsupported)
-            if first is None:            # not xs serve: XRANGE
+            reply = self._answer(name, sp.unsupported)
+            if reply is _DECLINED:       # not xs serve: XRANGE
                 stored = self.stored = False
                 count = chunk
             else:
                 self.stored = True
+                ahead.append(reply)
         if not stored:
             self._ask(("XRANGE", name, fmt(lo), end, "COUNT", chunk), name)
         pending = True
@@ -276,19 +279,18 @@ class Conn:
                 pending = False
                 if stored:
                     try:
-                        page = sp.page(first if first is not None else self._answer(name), start, hi, count)
+                        page = sp.page(ahead.pop() if ahead else self._answer(name), start, hi, count)
                     except sp.BadPage as e:
                         raise NetworkError("%s: the server sent a page that is not xs's stored form (%s)"
                                            % (where, e)) from None
-                    first = None
                     last = page.last
                 else:
                     page = self._answer(name)
-                    last = parse_id(bytes(page[-1][0])) if page else None
+                    last = _page_last(page, start, hi, where)
+                start = ids.incr(last) if last is not None and last < hi else start
                 more = len(page) >= count and last < hi
                 if more:
                     if stored:
-                        start = ids.incr(last)
                         self._ask(sp.ask(name, start, hi, count), name)
                     else:
                         self._ask(("XRANGE", name, b"(" + bytes(page[-1][0]), end, "COUNT", chunk), name)
@@ -319,13 +321,13 @@ class Conn:
 
     def _answer(self, stream, declined=None):
         """The reply of the command sent by ``_ask`` (an error raises, naming
-        ``stream``; None for an error reply ``declined(error)`` accepts)."""
+        ``stream``; _DECLINED for an error reply ``declined(error)`` accepts)."""
         import redis
         try:
             return self.conn.read_response()
         except redis.ResponseError as e:
             if declined is not None and declined(e):
-                return None
+                return _DECLINED
             raise self.fail(e, stream)
         except (redis.RedisError, OSError) as e:
             raise self.fail(e, stream)
@@ -564,6 +566,27 @@ def _pairs(reply):
 
 def fmt(i):
     return "%d-%d" % i
+
+
+_DECLINED = object()    # Conn._answer: an error reply its caller expected (XS.PAGE unknown to the server)
+
+
+def _page_last(page, start, hi, where):
+    """The last ID of an XRANGE page for [start, hi], checked as far as
+    paging depends on it: its first and last IDs inside the range, in
+    order, so that every page starts after the one before (a server
+    that sends anything else fails the read, never loops on it)."""
+    if type(page) is not list:
+        raise NetworkError("%s: the server sent an XRANGE reply that is not an array" % where)
+    if not page:
+        return None
+    try:
+        first, last = parse_id(bytes(page[0][0])), parse_id(bytes(page[-1][0]))
+    except (TypeError, ValueError, IndexError):
+        raise NetworkError("%s: the server sent an XRANGE page whose entries are not [ID, fields]" % where)
+    if not start <= first <= last <= hi:
+        raise NetworkError("%s: the server sent an XRANGE page outside the range asked for" % where)
+    return last
 
 
 def parse_id(text):

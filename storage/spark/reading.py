@@ -68,7 +68,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from storage import codec, ids
 from storage.options import RangeOptions
-from storage.spark.columns import _arrow_schema, _batch, _page_batch, _text
+from storage.spark.columns import Damaged, _arrow_schema, _batch, _page_batch, _text
 from storage.spark.options import XStreamError, _open
 
 
@@ -263,13 +263,15 @@ def _stored_batch(schema, stream, pairs, shapes, binary, with_list, name, source
     mode builds it, plus the ``source`` column): a value that does not
     decode (a server that sent damaged entries) is one line naming the
     endpoint and the stream."""
+    what = "%s stream %r: the server sent an entry that cannot be read (%s)"
     try:
         return _batch(schema, stream, pairs, shapes, binary, with_list, name, source)
+    except Damaged as e:
+        raise XStreamError(what % (source, stream, e.detail)) from None
     except XStreamError:
-        raise
+        raise                         # text that is not UTF-8: as the XRANGE pages' read says it
     except Exception as e:            # anything a malformed value makes the decoders raise
-        raise XStreamError("%s stream %r: the server sent an entry that cannot be read (%s: %s)"
-                           % (source, stream, type(e).__name__, " ".join(str(e).split())[:200]))
+        raise XStreamError(what % (source, stream, "%s: %s" % (type(e).__name__, " ".join(str(e).split())[:200])))
 
 
 def _id(text):

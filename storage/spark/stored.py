@@ -61,7 +61,9 @@ def unsupported(error):
     text = str(error)
     if text.startswith("ERR "):
         text = text[4:]
-    return text.lower().startswith("unknown command") or text.startswith(COMMAND + " format ")
+    low = text.lower()
+    return (low.startswith("unknown command") or low.startswith("unsupported command")     # Envoy's proxy
+            or text.startswith(COMMAND + " format "))
 
 
 def page(reply, lo, hi, count):
@@ -93,7 +95,22 @@ def page(reply, lo, hi, count):
         for v in values:                  # a record: its ID and its field names and values, a line each
             if v[0] in _DIGITS and (v.count(b"\n") < 2 or v.count(b"\n") % 2):
                 raise bad("a record that is not an ID and field-value pairs")
+    if 0 in firsts:
+        for v in values:                  # a record in msgpack form: [ID, [field, value, ...]], all bytes
+            if v[0] == 0 and not _msgpack_record(v):
+                raise bad("a msgpack record that is not an ID and field-value pairs")
     return Page(list(zip(keys, values)), shapes, last)
+
+
+def _msgpack_record(v):
+    try:
+        got = codec.decode_entry(v)
+    except Exception:                     # whatever msgpack makes of bytes that are not its own
+        return False
+    if type(got) is not list or len(got) != 2 or type(got[0]) is not bytes or type(got[1]) is not list:
+        return False
+    fields = got[1]
+    return len(fields) >= 2 and not len(fields) % 2 and all(type(f) is bytes for f in fields)
 
 
 def _first(v):
@@ -118,10 +135,8 @@ def _ids(keys, bad):
     """The first and last IDs of the entries' keys, checked: strictly
     increasing.  Keys of 20 bytes (nearly all) in one numpy pass."""
     import numpy as np
-    n = len(keys)
-    joined = b"".join(keys)
-    if len(joined) == codec.SHORT_KEY * n:
-        a = np.frombuffer(joined, dtype=np.dtype(codec.SHORT_KEY_DTYPE))
+    if set(map(len, keys)) == {codec.SHORT_KEY}:
+        a = np.frombuffer(b"".join(keys), dtype=np.dtype(codec.SHORT_KEY_DTYPE))
         ms, seq = a["ms"], a["seq"]
         if (seq == codec.SEQ_WIDE).any():
             raise bad("a 20-byte entry key with the wide sequence number's marker")
@@ -130,7 +145,8 @@ def _ids(keys, bad):
             raise bad("entries not in increasing ID order")
         return (int(ms[0]), int(seq[0])), (int(ms[-1]), int(seq[-1]))
     if not all(map(codec.is_entry_key, keys)):
-        raise bad("an entry key of %d bytes" % min(len(k) for k in keys if not codec.is_entry_key(k)))
+        raise bad("an entry key that is not one of xs's (%d bytes)"
+                  % min(len(k) for k in keys if not codec.is_entry_key(k)))
     got = list(map(codec.id_from_entry_key, keys))
     if not all(a < b for a, b in zip(got, got[1:])):
         raise bad("entries not in increasing ID order")

@@ -4,6 +4,7 @@
 as stored decode to XRANGE's reply, bad arguments get clear errors, a
 redis-server (no such command) is read with XRANGE, and a reply from a
 hostile server is refused with one line, never a traceback."""
+import re
 import socket
 import threading
 import time
@@ -204,15 +205,16 @@ def test_a_hostile_reply_is_refused_in_one_line_or_read_and_never_raises_anythin
 
 
 class _Liar:
-    """A server on a loopback port that answers XS.PAGE with ``reply``
-    (raw RESP) and any other command (redis-py's CLIENT SETINFO) +OK."""
+    """A server on a loopback port that answers each command with
+    ``replies[NAME]`` (raw RESP), +OK for a name not there (redis-py's
+    CLIENT SETINFO)."""
 
-    def __init__(self, reply):
+    def __init__(self, replies):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(1)
         self.port = self.sock.getsockname()[1]
-        self.reply = reply
+        self.replies = replies
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -226,19 +228,70 @@ class _Liar:
                 reader.feed(data)
                 argv = reader.gets()
                 while argv is not False:
-                    c.sendall(self.reply if argv[0].upper() == b"XS.PAGE" else b"+OK\r\n")
+                    c.sendall(self.replies.get(argv[0].upper(), b"+OK\r\n"))
                     argv = reader.gets()
 
 
-@pytest.mark.parametrize("raw, text", [
-    (b"*4\r\n:4\r\n*0\r\n$3\r\nkey\r\n$2\r\nv1\r\n", "an entry key of 3 bytes"),
-    (b"*2\r\n:7\r\n*0\r\n", "format 7, not 4"),
-    (b"*1\r\n:4\r\n", "not an array of the format"),
+@pytest.mark.parametrize("replies, text", [
+    ({b"XS.PAGE": b"*4\r\n:4\r\n*0\r\n$3\r\nkey\r\n$2\r\nv1\r\n"},
+     "not xs's stored form (an entry key that is not one of xs's (3 bytes))"),
+    ({b"XS.PAGE": b"*2\r\n:7\r\n*0\r\n"}, "not xs's stored form (format 7, not 4)"),
+    ({b"XS.PAGE": b"*1\r\n:4\r\n"}, "not xs's stored form (not an array"),
+    ({b"XS.PAGE": b"$-1\r\n"}, "not xs's stored form (not an array"),        # nil: a bad page, not "no XS.PAGE"
+    # a server without XS.PAGE whose XRANGE sends the same page again and again: refused, never looped on
+    ({b"XS.PAGE": b"-ERR unknown command 'XS.PAGE'\r\n",
+      b"XRANGE": b"*2\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+                 b"*2\r\n$3\r\n6-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"},
+     "an XRANGE page outside the range asked for"),
+    ({b"XS.PAGE": b"-unsupported command 'XS.PAGE'\r\n", b"XRANGE": b"*1\r\n:3\r\n"},
+     "an XRANGE page whose entries are not [ID, fields]"),
 ])
-def test_a_server_that_lies_about_xs_page_fails_the_read_naming_itself(raw, text):
-    liar = _Liar(raw)
+def test_a_server_that_lies_about_its_pages_fails_the_read_naming_itself(replies, text):
+    liar = _Liar(replies)
     with Endpoint("redis://127.0.0.1:%d" % liar.port).connect() as conn:
         with pytest.raises(NetworkError) as e:
-            list(conn.pages(b"s", (0, 0), MAX, 100, stored=True))
-    assert str(e.value).startswith("xstream: redis://127.0.0.1:%d stream 's': the server sent a page" % liar.port)
+            list(conn.pages(b"s", (0, 0), MAX, 2, stored=True))
+    assert str(e.value).startswith("xstream: redis://127.0.0.1:%d stream 's': the server sent" % liar.port)
     assert text in str(e.value)
+
+
+@pytest.mark.parametrize("value, text", [
+    (b"\x00" + codec.packb([b"1-0", [b"f", 1 << 28]]), "a msgpack record that is not"),   # not a 256 MB value
+    (b"\x00" + codec.packb([b"1-0", [b"f"]]), "a msgpack record that is not"),
+    (b"\x00\xc1", "a msgpack record that is not"),
+    (b"1-0\nf", "a record that is not"),
+    (b"\x09x", "a value of an unknown kind (first byte 9)"),
+])
+def test_a_value_a_page_cannot_hold_is_refused_before_it_is_decoded(value, text):
+    reply = [codec.FORMAT_VERSION, [], codec.entry_key(1, (1, 0)), value]
+    with pytest.raises(sp.BadPage, match=re.escape(text)):
+        sp.page(reply, (0, 0), MAX, 10)
+
+
+def test_keys_whose_lengths_only_add_up_to_short_keys_are_refused():
+    k = codec.entry_key(1, (1, 0))
+    reply = [codec.FORMAT_VERSION, [], k[:12], b"1-0\nf\nv", k + b"\0" * 8, b"1-0\nf\nv"]
+    with pytest.raises(sp.BadPage, match="an entry key that is not one of xs's"):
+        sp.page(reply, (0, 0), MAX, 10)
+
+
+def test_a_damaged_shaped_value_fails_the_read_naming_endpoint_and_stream():
+    pytest.importorskip("pyspark")
+    from storage.spark.columns import _arrow_schema
+    from storage.spark.options import XStreamError
+    from storage.spark.reading import _stored_batch
+    page = sp.page([codec.FORMAT_VERSION, [[1, b"a", b"b"]], codec.entry_key(1, (1, 0)), b"\x01only"],
+                   (0, 0), MAX, 10)
+    with pytest.raises(XStreamError) as e:
+        _stored_batch(_arrow_schema(False, False, True), "s", page.pairs, page.shapes, False, False, b"s",
+                      "redis://edge-1:6380")
+    assert str(e.value) == ("xstream: redis://edge-1:6380 stream 's': the server sent an entry that cannot be "
+                            "read (a stored entry of field set 1 does not hold 2 values)")
+
+
+def test_the_reader_asks_for_pages_the_server_serves():
+    from xstream_cli.server import stored_page
+    assert sp.MAX_COUNT == stored_page.MAX_COUNT
+    assert sp.unsupported(redis_py.ResponseError("unknown command 'XS.PAGE', with args beginning with: ..."))
+    assert sp.unsupported(redis_py.ResponseError("XS.PAGE format 4 is not supported (this server sends format 5)"))
+    assert not sp.unsupported(redis_py.ResponseError("NOAUTH Authentication required."))

@@ -521,10 +521,10 @@ def _job(b, tx, job):
             continue
         if it.plain_add is not None:
             b.add(replies, i, *it.plain_add)
-        elif it.fn is not None:
-            b.call(replies, i, it.fn)
         elif it.heavy and _paged(b, tx, replies, i, it, job.proto):
             continue
+        elif it.fn is not None:
+            b.call(replies, i, it.fn)
         else:
             w = b.run(replies, i, it.cmd, it.args, wait=not job.exec_, share=not job.exec_)
             if w is not None:
