@@ -20,8 +20,8 @@ stream, where there is one): ``xstream: redis://edge-2:6380: cannot
 connect (...)``, ``... authentication failed (...)``, ``... stream
 'events:a': ...``.  What the data source asks of a server, all Redis
 7.0 commands but one: XS.PAGE, xs serve's page in stored form
-(storage.spark.stored), asked for first and replaced by XRANGE where the
-server does not have it; SCAN ... MATCH ... TYPE stream, TYPE, XINFO STREAM,
+(storage.spark.stored), used where COMMAND INFO XS.PAGE says the server
+has it, XRANGE elsewhere; SCAN ... MATCH ... TYPE stream, TYPE, XINFO STREAM,
 XRANGE / XREVRANGE ... COUNT (with ``(`` for an exclusive start),
 WATCH / UNWATCH, MULTI, XADD, EXEC, and for a streaming read's
 consumer group XINFO GROUPS, XGROUP CREATE / SETID ... ENTRIESREAD and
@@ -258,16 +258,18 @@ class Conn:
         page asked for and drops it (or drops the connection)."""
         from storage.spark import stored as sp
         end = fmt(hi)
+        if stored and self.stored is None:
+            self.stored = self._has(sp.COMMAND)
+        stored = stored and self.stored
         count = min(chunk, sp.MAX_COUNT) if stored else chunk
         ahead = []                       # the first XS.PAGE reply, read to see whether the server has it
         if stored:
             self._ask(sp.ask(name, lo, hi, count), name)
             reply = self._answer(name, sp.unsupported)
-            if reply is _DECLINED:       # not xs serve: XRANGE
+            if reply is _DECLINED:       # an xs serve of another store format (or a proxy): XRANGE
                 stored = self.stored = False
                 count = chunk
             else:
-                self.stored = True
                 ahead.append(reply)
         if not stored:
             self._ask(("XRANGE", name, fmt(lo), end, "COUNT", chunk), name)
@@ -309,6 +311,15 @@ class Conn:
         if t != "stream":
             raise NetworkError("%s stream %r: %s since the read was planned" % (
                 self.ep.name, _name(name), "deleted" if t == "none" else "no longer a stream (a %s)" % t))
+
+    def _has(self, command):
+        """Whether the server has ``command``: COMMAND INFO's entry for it
+        (redis-server answers a nil, with no error to count in its
+        errorstats; a server that refuses COMMAND is taken not to)."""
+        import redis
+        reply = self.pipeline([("COMMAND", "INFO", command)], errors=True)[0]
+        return not isinstance(reply, redis.ResponseError) and type(reply) is list and bool(reply) \
+            and type(reply[0]) is list and bool(reply[0])
 
     def _ask(self, args, stream):
         """Send one command, its reply read later (``_answer``)."""

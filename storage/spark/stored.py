@@ -7,9 +7,11 @@ holds them: ``[format, [[tag, name, ...], ...], key, value, key, value,
 ...]``.  The reader builds its Arrow batches from them with the path
 mode's code (storage.spark.columns._batch), as it does from the store
 itself: the server splits and encodes nothing, and the reader parses
-two bulk strings an entry instead of two plus two a field.  Any other
-server (redis-server, an xs serve that stores another format) answers
-an error, and the partition is read with XRANGE (``unsupported``).
+two bulk strings an entry instead of two plus two a field.  The reader
+asks ``COMMAND INFO XS.PAGE`` once a connection (storage.spark.network):
+a redis-server answers a nil, with no error reply to count in its
+errorstats, and is read with XRANGE; so is an xs serve that stores
+another format, which refuses the format (``unsupported``).
 
 The server may be anything on the network, so nothing of a reply is
 trusted: ``page`` checks its shape, the format, the field sets (tags 1

@@ -115,17 +115,20 @@ def test_stored_pages_come_from_xs_serve_one_page_ahead_and_every_entry_once(ser
         assert [len(x) for x in conn.pages(b"s", (1, 0), (1000, 0), 100000, stored=True)] == [1000]
 
 
-def test_a_redis_server_is_read_with_xrange_when_it_has_no_xs_page(redis):
+def test_a_redis_server_is_read_with_xrange_when_it_has_no_xs_page_and_counts_no_error(redis):
     redis.flushall()
     r = redis_py.Redis(port=redis.port)
     for i in range(1, 251):
         r.xadd("s", {"n": i}, id="%d-0" % i)
     with Endpoint("redis://127.0.0.1:%d" % redis.port).connect() as conn:
+        r.config_resetstat()                           # after the connection's handshake (its CLIENT SETINFO)
         pages = list(conn.pages(b"s", (1, 0), (250, 0), 100, stored=True))
         assert conn.stored is False
         assert [len(x) for x in pages] == [100, 100, 50]
         assert [bytes(e[0]) for x in pages for e in x] == [b"%d-0" % n for n in range(1, 251)]
-        assert conn.call("XLEN", "s") == 250           # the refused XS.PAGE left the connection in step
+        assert conn.call("XLEN", "s") == 250
+    assert r.info("stats")["total_error_replies"] == 0         # asked COMMAND INFO, never a refused XS.PAGE
+    assert calls(r, "xrange") == 3
 
 
 # ========================================================= hostile replies
@@ -232,18 +235,24 @@ class _Liar:
                     argv = reader.gets()
 
 
+_HAS = {b"COMMAND": b"*1\r\n*2\r\n$7\r\nxs.page\r\n:6\r\n"}       # COMMAND INFO XS.PAGE: it has it
+_HAS_NOT = {b"COMMAND": b"*1\r\n$-1\r\n"}                           # redis-server's answer
+_XRANGE_SAME = b"*2\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$3\r\n6-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+
+
 @pytest.mark.parametrize("replies, text", [
-    ({b"XS.PAGE": b"*4\r\n:4\r\n*0\r\n$3\r\nkey\r\n$2\r\nv1\r\n"},
+    ({**_HAS, **{b"XS.PAGE": b"*4\r\n:4\r\n*0\r\n$3\r\nkey\r\n$2\r\nv1\r\n"}},
      "not xs's stored form (an entry key that is not one of xs's (3 bytes))"),
-    ({b"XS.PAGE": b"*2\r\n:7\r\n*0\r\n"}, "not xs's stored form (format 7, not 4)"),
-    ({b"XS.PAGE": b"*1\r\n:4\r\n"}, "not xs's stored form (not an array"),
-    ({b"XS.PAGE": b"$-1\r\n"}, "not xs's stored form (not an array"),        # nil: a bad page, not "no XS.PAGE"
+    ({**_HAS, **{b"XS.PAGE": b"*2\r\n:7\r\n*0\r\n"}}, "not xs's stored form (format 7, not 4)"),
+    ({**_HAS, **{b"XS.PAGE": b"*1\r\n:4\r\n"}}, "not xs's stored form (not an array"),
+    ({**_HAS, **{b"XS.PAGE": b"$-1\r\n"}}, "not xs's stored form (not an array"),
     # a server without XS.PAGE whose XRANGE sends the same page again and again: refused, never looped on
-    ({b"XS.PAGE": b"-ERR unknown command 'XS.PAGE'\r\n",
-      b"XRANGE": b"*2\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
-                 b"*2\r\n$3\r\n6-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"},
-     "an XRANGE page outside the range asked for"),
-    ({b"XS.PAGE": b"-unsupported command 'XS.PAGE'\r\n", b"XRANGE": b"*1\r\n:3\r\n"},
+    ({**_HAS_NOT, **{b"XRANGE": _XRANGE_SAME}}, "an XRANGE page outside the range asked for"),
+    # one that says it has XS.PAGE, then refuses this format: XRANGE, checked as well
+    ({**_HAS, **{b"XS.PAGE": b"-ERR XS.PAGE format 4 is not supported (this server sends format 5)\r\n",
+                   b"XRANGE": _XRANGE_SAME}}, "an XRANGE page outside the range asked for"),
+    # a proxy that refuses COMMAND
+    ({b"COMMAND": b"-unsupported command 'COMMAND'\r\n", b"XRANGE": b"*1\r\n:3\r\n"},
      "an XRANGE page whose entries are not [ID, fields]"),
 ])
 def test_a_server_that_lies_about_its_pages_fails_the_read_naming_itself(replies, text):
