@@ -262,7 +262,7 @@ class Conn:
             self.stored = self._has(sp.COMMAND)
         stored = stored and self.stored
         count = min(chunk, sp.MAX_COUNT) if stored else chunk
-        ahead = []                       # the first XS.PAGE reply, read to see whether the server has it
+        ahead = []                       # the first XS.PAGE reply, read first: a refused format means XRANGE
         if stored:
             self._ask(sp.ask(name, lo, hi, count), name)
             reply = self._answer(name, sp.unsupported)
