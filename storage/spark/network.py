@@ -288,7 +288,10 @@ class Conn:
                     last = page.last
                 else:
                     page = self._answer(name)
-                    last = _page_last(page, start, hi, where)
+                    try:
+                        last = sp.xrange_last(page, start, hi)
+                    except sp.BadPage as e:
+                        raise NetworkError("%s: the server sent %s" % (where, e)) from None
                 start = ids.incr(last) if last is not None and last < hi else start
                 more = len(page) >= count and last < hi
                 if more:
@@ -580,24 +583,6 @@ def fmt(i):
 
 
 _DECLINED = object()    # Conn._answer: an error reply its caller expected (XS.PAGE unknown to the server)
-
-
-def _page_last(page, start, hi, where):
-    """The last ID of an XRANGE page for [start, hi], checked as far as
-    paging depends on it: its first and last IDs inside the range, in
-    order, so that every page starts after the one before (a server
-    that sends anything else fails the read, never loops on it)."""
-    if type(page) is not list:
-        raise NetworkError("%s: the server sent an XRANGE reply that is not an array" % where)
-    if not page:
-        return None
-    try:
-        first, last = parse_id(bytes(page[0][0])), parse_id(bytes(page[-1][0]))
-    except (TypeError, ValueError, IndexError):
-        raise NetworkError("%s: the server sent an XRANGE page whose entries are not [ID, fields]" % where)
-    if not start <= first <= last <= hi:
-        raise NetworkError("%s: the server sent an XRANGE page outside the range asked for" % where)
-    return last
 
 
 def parse_id(text):

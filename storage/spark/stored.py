@@ -25,7 +25,8 @@ not one) raises through storage.spark.reading's ``_stored_batch`` as one
 line naming the endpoint and the stream; nothing is skipped, nothing is
 read twice.
 """
-from storage import codec
+from storage import codec, ids
+from storage.errors import RedisError
 
 COMMAND = "XS.PAGE"
 MAX_COUNT = 5000                  # the server's limit (xstream_cli.server.stored_page.MAX_COUNT)
@@ -113,6 +114,28 @@ def _msgpack_record(v):
         return False
     fields = got[1]
     return len(fields) >= 2 and not len(fields) % 2 and all(type(f) is bytes for f in fields)
+
+
+def xrange_last(page, start, hi):
+    """The last ID of an XRANGE page for [start, hi] (None: no entry),
+    checked as far as paging depends on it: its first and last IDs
+    inside the range, in order, so every page starts after the one
+    before (a server without XS.PAGE that sends anything else fails the
+    read, never loops on it).  BadPage says what is wrong."""
+    if type(page) is not list:
+        raise BadPage("an XRANGE reply that is not an array")
+    if not page:
+        return None
+    a, b = page[0], page[-1]
+    if not (type(a) is list and type(b) is list and a and b and type(a[0]) is bytes and type(b[0]) is bytes):
+        raise BadPage("an XRANGE page whose entries are not [ID, fields]")
+    try:
+        first, last = ids.parse_id(a[0], strict=True), ids.parse_id(b[0], strict=True)
+    except RedisError:
+        raise BadPage("an XRANGE page with an entry ID that is not ms-seq") from None
+    if not start <= first <= last <= hi:
+        raise BadPage("an XRANGE page outside the range asked for")
+    return last
 
 
 def _first(v):

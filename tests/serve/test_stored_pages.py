@@ -251,6 +251,10 @@ _XRANGE_SAME = b"*2\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$3\r
     # one that says it has XS.PAGE, then refuses this format: XRANGE, checked as well
     ({**_HAS, **{b"XS.PAGE": b"-ERR XS.PAGE format 4 is not supported (this server sends format 5)\r\n",
                    b"XRANGE": _XRANGE_SAME}}, "an XRANGE page outside the range asked for"),
+    # an ID that is a number, not a bulk string (bytes(n) would make n bytes)
+    ({**_HAS_NOT, **{b"XRANGE": b"*1\r\n*2\r\n:1000000000000\r\n*0\r\n"}},
+     "an XRANGE page whose entries are not [ID, fields]"),
+    ({**_HAS_NOT, **{b"XRANGE": b"*1\r\n*2\r\n$3\r\nx-y\r\n*0\r\n"}}, "an entry ID that is not ms-seq"),
     # a proxy that refuses COMMAND
     ({b"COMMAND": b"-unsupported command 'COMMAND'\r\n", b"XRANGE": b"*1\r\n:3\r\n"},
      "an XRANGE page whose entries are not [ID, fields]"),
