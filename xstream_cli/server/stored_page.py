@@ -35,10 +35,9 @@ from itertools import chain
 from storage import codec, errors, ids
 from storage.options import RangeOptions
 from xstream_cli.commands.parsing import string2ll
+from xstream_cli.execution.pages import PAGE as MAX_COUNT  # a page the loop's thread may read, as XRANGE's
 from xstream_cli.server.jobs import Item
 from xstream_cli.server.resp import Raw, bulk_run
-
-MAX_COUNT = 5000        # xstream_cli.execution.pages.PAGE: a page the loop's thread may read
 
 
 def xs_page(srv, c, argv):
