@@ -72,7 +72,7 @@ def redis7(tmp_path_factory):
 @pytest.fixture
 def xs_serve(tmp_path):
     port = free_port()
-    p = subprocess.Popen(XS + ["--db", str(tmp_path / "replica-store"), "serve", "--bind", "127.0.0.1", "--port",
+    p = subprocess.Popen(XS + ["--db", str(tmp_path / "replica-store"), "--no-sync", "serve", "--bind", "127.0.0.1", "--port",
                                str(port), "--allow-no-password"], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port)
@@ -175,7 +175,7 @@ def _run_sequences(tmp_path, port, seed, count, redis8):
     for idx in range(count):
         path = str(tmp_path / ("s%d" % idx))
         r.execute_command("FLUSHALL")
-        store = Store(path)
+        store = Store(path, durable=False)       # what is compared is replication, not the disk
         said = []
         rep = RedisReplica(store, url, say=said.append)
         diff = []
