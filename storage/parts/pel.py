@@ -152,6 +152,32 @@ class Pel:
             else:
                 self._count(g, cid, 1)
 
+    def add_new(self, g, pairs, tkey):
+        """``put`` of entries not pending yet, each delivered once at
+        ``tkey`` to its consumer: ``pairs`` is [(ID, consumer)], ascending
+        by ID.  The three indexes are written a bulk put each, appended
+        where their keys come last (new IDs and the newest time usually
+        do)."""
+        kv, gid = self._kv, g.gid
+        pack3, pack4, enc = codec.pack_key3, codec.pack_key4, codec.encode_pending
+        recs: dict = {}
+        pel, ptime, cpel = [], [], []
+        for (ms, seq), c in pairs:
+            cid = c.cid
+            rec = recs.get(cid)
+            if rec is None:
+                rec = recs[cid] = enc(cid, tkey, 1)
+            pel.append((pack3(gid, ms, seq), rec))
+            ptime.append((pack4(gid, tkey, ms, seq), b""))
+            cpel.append((pack4(gid, cid, ms, seq), b""))
+            c.pel_count += 1
+        g.pel_count += len(pel)
+        if len(recs) > 1:
+            cpel.sort()
+        kv.putmulti_last(self._pel, pel)
+        kv.putmulti_last(self._ptime, ptime)
+        kv.putmulti_last(self._cpel, cpel)
+
     def nack(self, g, i, count, old):
         """Give entry ``i`` back: unowned, at the end of the NACK order."""
         self.put(g, i, 0, self._streams.counter(codec.COUNTER_NACK), count, old)

@@ -89,7 +89,9 @@ def read_group_run(p, reads):
     with a COUNT, the same NOACK, and no CLAIM, MAXCOUNT or MAXSIZE (a
     pool of clients reading the same stream, or one client's pipeline;
     the consumers may differ).  Each read's result as ``read_group``
-    gives it, and the store and counters those of running them in turn:
+    gives it, except that each entry is its ``((ms, seq), fields)`` row,
+    not an Entry (the caller makes the replies at once), and the store
+    and counters those of running them in turn:
     the entries after the group's last ID, ``count`` of them to each
     read in order while there are any."""
     o = reads[0]
@@ -106,23 +108,45 @@ def read_group_run(p, reads):
         for r in reads:
             p.groups.seen(g, r.consumer, now)       # each read makes its consumer, as alone
         return [[] for _ in reads]
-    deliver = _deliverer(p, m, g, o.noack, True)
+    newest = None if o.noack else p.pel.newest(g)
+    if newest is not None and rows[0][0] <= newest:     # XGROUP SETID moved back: some may be pending
+        deliver = _deliverer(p, m, g, o.noack, True)
+    else:
+        deliver = None
     out: list = []
+    owners: list = []
     k = 0
+    seen = p.groups.seen
     for r in reads:
-        c = p.groups.seen(g, r.consumer, now)
+        c = seen(g, r.consumer, now)
         got = rows[k:k + r.count]
         if not got:
             out.append([])
             continue
         k += len(got)
-        for i, _ in got:
-            deliver(i, c)
+        if deliver is not None:
+            for i, _ in got:
+                deliver(i, c)
+        elif not o.noack:
+            owners += [c] * len(got)
         c.active_time = now
         p.dirty += 1
-        out.append([(key, [Entry(i, fields) for i, fields in got])])
+        out.append([(key, got)])
+    if deliver is None:
+        ids = [i for i, _ in rows[:k]]
+        _advance_all(p.log, m, g, ids)
+        if owners:
+            p.pel.add_new(g, list(zip(ids, owners)), now)
     p.streams.touch(key)
     return out
+
+
+def _advance_all(log, m, g, ids):
+    """``lag.advance`` over ``ids``, in order."""
+    first = log.first_id(m)
+    advance = lag.advance
+    for i in ids:
+        advance(log, m, g, i, first)
 
 
 def _deliverer(p, m, g, noack, many=False):

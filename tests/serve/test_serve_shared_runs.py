@@ -106,7 +106,10 @@ pool_read = st.builds(
     lambda c, count, noack, k, g: [b"XREADGROUP", b"GROUP", g, c, b"COUNT", count] + noack + [b"STREAMS", k, b">"],
     consumer, st.sampled_from([b"1", b"1", b"2", b"5"]), st.sampled_from([[], [], [], [b"NOACK"]]),
     st.sampled_from([b"s1", b"s1", b"s1", b"s2", b"nokey"]), st.sampled_from([b"g1", b"g1", b"g1", b"g2", b"nogroup"]))
-pool_command = st.one_of(pool_read, pool_read, pool_read, pool_read, xack, other)
+# the group's last ID moved back: the entries a run reads may be pending already
+setid = st.builds(lambda k, g, i: [b"XGROUP", b"SETID", k, g, i],
+                  st.sampled_from([b"s1", b"s2"]), st.sampled_from([b"g1", b"g2"]), st.sampled_from([b"0", b"1-4"]))
+pool_command = st.one_of(pool_read, pool_read, pool_read, pool_read, xack, other, setid)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -140,6 +143,34 @@ def test_reads_of_one_stream_in_a_group_commit_are_delivered_as_one_run(tmp_path
         assert got[12:] == [[b"_\r\n"]] * 18           # RESP3 null: nothing left to deliver
         assert _state(together) == _state(alone)
         assert b"late" in _run(together, [[[b"XINFO", b"CONSUMERS", b"s1", b"g1"]]])[0][0]
+    finally:
+        together.close()
+        alone.close()
+
+
+def test_a_run_after_the_group_was_moved_back_redelivers_pending_entries_as_one_at_a_time(tmp_path, fixed_clock,
+                                                                                         monkeypatch):
+    """Entries 1-1 .. 1-6 pending with c1, the group's last ID set back
+    to 1-2: a run of reads by c2 and c3 (one commit, a later time) takes
+    1-3 .. 1-6 over from c1 and delivers 1-7 .. 1-9 new, as one read at
+    a time does (t_stream.c: a delivery count of 1 again, the old
+    owner's PEL and time index emptied); 1-1 and 1-2 stay c1's."""
+    together, alone = Store(str(tmp_path / "together")), Store(str(tmp_path / "alone"))
+    try:
+        for s in (together, alone):
+            _run(s, [_setup_argvs()])
+            _run(s, [[[b"XREADGROUP", b"GROUP", b"g1", b"c1", b"COUNT", b"6", b"STREAMS", b"s1", b">"],
+                      [b"XGROUP", b"SETID", b"s1", b"g1", b"1-2"]]])
+        monkeypatch.setattr(Txn, "now", staticmethod(lambda: CLOCK + 5000))
+        jobs = [[[b"XREADGROUP", b"GROUP", b"g1", b"c%d" % (2 + k % 2), b"COUNT", b"1" if k < 5 else b"2",
+                  b"STREAMS", b"s1", b">"]] for k in range(6)]
+        got = _run(together, jobs)
+        want = [[_run(alone, [[a]])[0][0] for a in argvs] for argvs in jobs]
+        assert got == want
+        assert _state(together) == _state(alone)
+        pending = _run(together, [[[b"XPENDING", b"s1", b"g1", b"-", b"+", b"20"]]])[0][0]
+        assert pending.count(b"$2\r\nc1\r\n:5000\r\n:1\r\n") == 2      # idle since the first read
+        assert pending.count(b"\r\n:0\r\n:1\r\n") == 7                   # delivered again: count 1, as Redis
     finally:
         together.close()
         alone.close()

@@ -158,5 +158,8 @@ def run_key(opts):
 
 def xreadgroup_run(tx, reads):
     """The replies of XREADGROUPs ``reads`` (parsed options, one
-    ``run_key``) run one after another, delivered as one run."""
-    return [read_reply(r) for r in tx.read_group_run(reads)]
+    ``run_key``) run one after another, delivered as one run: what
+    ``read_reply`` makes, made from the entries' rows at once (a worker
+    pool's reads of one entry each: no Entry, no per-entry dispatch)."""
+    return [None if not r else Map([(key, [[b"%d-%d" % i, f] for i, f in rows]) for key, rows in r], flat=False)
+            for r in tx.read_group_run(reads)]
