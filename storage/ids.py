@@ -55,6 +55,12 @@ def parse_id(s, missing_seq=0, strict=False):
     Raises the Redis "Invalid stream ID" error."""
     if len(s) > 127:
         raise errors.invalid_id()
+    ms_text, dash, seq_text = s.partition(b"-")
+    if dash and ms_text.isdigit() and seq_text.isdigit():     # the usual <ms>-<seq>: string2ull of digits
+        ms, seq = int(ms_text), int(seq_text)
+        if ms > U64 or seq > U64:
+            raise errors.invalid_id()
+        return (ms, seq)
     if b"\x00" in s:  # Redis reads the argument as a C string
         s = s[:s.index(b"\x00")]
     if s == b"-" or s == b"+":

@@ -201,6 +201,32 @@ class Pel:
         self.remove(g, i, old)
         return True
 
+    def discard_many(self, g, ids):
+        """``discard`` of each of ``ids`` in turn (XACK): how many were
+        pending.  The owners' counts are changed once each."""
+        kv, gid = self._kv, g.gid
+        get = kv.getter(self._pel)
+        del_pel, del_ptime, del_cpel = kv.deleter(self._pel), kv.deleter(self._ptime), kv.deleter(self._cpel)
+        pack3, pack4, decode = codec.pack_key3, codec.pack_key4, codec.decode_pending
+        lost: dict = {}
+        n = 0
+        for ms, seq in ids:
+            k = pack3(gid, ms, seq)
+            v = get(k)
+            if v is None:
+                continue
+            cid, tkey, _ = decode(v)
+            del_pel(k)
+            del_ptime(pack4(gid, tkey, ms, seq))
+            if cid:
+                del_cpel(pack4(gid, cid, ms, seq))
+                lost[cid] = lost.get(cid, 0) + 1
+            n += 1
+        g.pel_count -= n
+        for cid, k in lost.items():
+            self._count(g, cid, -k)
+        return n
+
     def deliver_many(self, g, moves, c, now):
         """Deliver pending entries to consumer ``c`` at ``now``, one more
         delivery each; ``moves`` is [(ID, old record)].  The updates of

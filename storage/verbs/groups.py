@@ -136,7 +136,7 @@ def ack(p, name, group, o):
     if g is None:
         return 0
     raise_deferred(o)
-    n = sum(1 for i in o.ids if p.pel.discard(g, i))
+    n = p.pel.discard_many(g, o.ids)
     if n:
         p.streams.touch(name)
     p.dirty += n

@@ -172,3 +172,28 @@ def test_incr_and_decr_are_inverse(ms, seq):
     if i != ids.MIN_ID:
         assert ids.decr(i) < i
         assert ids.incr(ids.decr(i)) == i
+
+
+def _by_parts(s):
+    """parse_id's rule for ``<ms>-<seq>`` (no NUL, at most 127 bytes): each
+    side of the first dash read by string2ull, either failing: invalid."""
+    dash = s.find(b"-")
+    if dash < 0:
+        ms = ids.string2ull(s)
+        return None if ms is None else (ms, 0)
+    ms, seq = ids.string2ull(s[:dash]), ids.string2ull(s[dash + 1:])
+    return None if ms is None or seq is None else (ms, seq)
+
+
+@given(st.text(alphabet="0123456789-+ x", max_size=45).map(str.encode)
+       | st.tuples(st.integers(0, 1 << 66), st.integers(0, 1 << 66)).map(lambda t: b"%d-%d" % t))
+def test_parse_id_of_digits_is_each_side_read_by_string2ull(s):
+    """The shortcut for two runs of digits (every ID a client sends back)
+    gives what the general rule gives, out-of-range numbers included."""
+    want = _by_parts(s)
+    if s in (b"-", b"+"):
+        want = ids.MIN_ID if s == b"-" else ids.MAX_ID
+    if want is None:
+        assert bad(ids.parse_id, s) == INVALID
+    else:
+        assert ids.parse_id(s) == want
