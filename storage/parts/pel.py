@@ -202,8 +202,9 @@ class Pel:
         return True
 
     def discard_many(self, g, ids):
-        """``discard`` of each of ``ids`` in turn (XACK): how many were
-        pending.  The owners' counts are changed once each."""
+        """``discard`` of each of ``ids`` in turn (XACK, XGROUP
+        DELCONSUMER): how many were pending.  The owners' counts are
+        changed once each."""
         kv, gid = self._kv, g.gid
         get = kv.getter(self._pel)
         del_pel, del_ptime, del_cpel = kv.deleter(self._pel), kv.deleter(self._ptime), kv.deleter(self._cpel)

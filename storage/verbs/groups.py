@@ -120,8 +120,7 @@ def delete_consumer(p, name, group, consumer):
     if c is None:
         return 0
     ids = p.pel.owned(g, c.cid, MIN_ID, MAX_ID)
-    for i in ids:
-        p.pel.discard(g, i)
+    p.pel.discard_many(g, ids)
     p.groups.delete_consumer(g, c)
     p.streams.touch(name)
     return len(ids)
