@@ -402,3 +402,32 @@ def test_a_value_that_is_not_utf8_stops_the_run_with_the_option_to_type_then_bin
     p = archive(db, arch2, "s", "--before", "10", "--binary")    # ... and one of strings refuses binary
     assert p.returncode == 1 and b"leave out --binary" in p.stderr, p.stderr
     assert [e[0] for e in xs(db, "XRANGE t - +")[0]] == ["9-1"]
+
+
+VERIFY_READ = r'''
+import os, sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+from storage.spark.archive.job import parquet_ids
+pq.write_table(pa.table({"id": ["%d-0" % i for i in range(5000)], "v": list(range(5000))}), sys.argv[1],
+               row_group_size=500)
+tasks = lambda: set(os.listdir("/proc/self/task"))
+before = tasks()
+with open(sys.argv[1], "rb") as f:
+    ids = parquet_ids(f)
+assert ids == ["%d-0" % i for i in range(5000)], ids[:3]
+print(len(tasks() - before))
+'''
+
+
+def test_reading_the_staged_ids_back_starts_no_native_threads(tmp_path):
+    """Verification reads each staged file's ``id`` column in xs's own
+    process.  Arrow's thread pools (what pq.read_table starts) can abort
+    that process as it exits (SIGABRT, "terminate called without an
+    active exception"), after a run had finished or had been refused:
+    the read must start no thread.  A fresh process, so no earlier
+    test's pools are there already."""
+    p = subprocess.run([os.sys.executable, "-c", VERIFY_READ, str(tmp_path / "f.parquet")], capture_output=True,
+                       cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"0\n"

@@ -490,12 +490,24 @@ def _read_staged_ids(adir, data, rel):
     """The ``id`` column of a staged file, opened without following a
     link; the file gets the run's file mode (private: 0600, unless
     --mode) and is fsynced on the way."""
-    import pyarrow.parquet as pq
     fd = adir.open_staged(data, rel)
     with os.fdopen(fd, "rb") as f:
         _fix_mode(fd, adir.file_mode)       # Spark wrote it under its own umask
         os.fsync(fd)
-        return pq.read_table(f, columns=["id"]).column("id").to_pylist()
+        return parquet_ids(f)
+
+
+def parquet_ids(f):
+    """The ``id`` column of the Parquet file open as ``f``, read in this
+    thread alone.  pq.read_table starts Arrow's thread pools (C++
+    threads), and a process that has them may abort as it exits
+    ("terminate called without an active exception", SIGABRT: the
+    pools torn down under a worker; apache/arrow#34314): xs archive
+    would end killed after its work, or after its refusal, was done.
+    One column of one file gains nothing from threads anyway."""
+    import pyarrow.parquet as pq
+    pf = pq.ParquetFile(f, pre_buffer=False)
+    return pf.read(columns=["id"], use_threads=False).column("id").to_pylist()
 
 
 def verify(adir, data, plans):
