@@ -498,13 +498,8 @@ def _read_staged_ids(adir, data, rel):
 
 
 def parquet_ids(f):
-    """The ``id`` column of the Parquet file open as ``f``, read in this
-    thread alone.  pq.read_table starts Arrow's thread pools (C++
-    threads), and a process that has them may abort as it exits
-    ("terminate called without an active exception", SIGABRT: the
-    pools torn down under a worker; apache/arrow#34314): xs archive
-    would end killed after its work, or after its refusal, was done.
-    One column of one file gains nothing from threads anyway."""
+    """The ``id`` column of the Parquet file ``f``, read in this thread: Arrow's thread pools
+    (pq.read_table's) can abort a process at exit (SIGABRT; apache/arrow#34314), xs archive's too."""
     import pyarrow.parquet as pq
     pf = pq.ParquetFile(f, pre_buffer=False)
     return pf.read(columns=["id"], use_threads=False).column("id").to_pylist()
