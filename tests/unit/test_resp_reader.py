@@ -245,14 +245,27 @@ def test_a_request_redis_refuses_is_its_protocol_error(data, text, native):
         assert len(got) == 3 and isinstance(got[2], ProtocolError) and str(got[2]) == text, (cuts, got)
 
 
+@both
+@pytest.mark.parametrize("tail", [b":0\r\n", b":0\r\n" + wire([[b"PING"]]), b":7\r\n"])
+def test_an_inline_command_that_hiredis_reads_as_an_integer_is_not_lost(native, tail):
+    """``:0`` after a request, as the last line of a read: an inline
+    command to Redis, an integer 0 to hiredis -- equal to False, which
+    its reader answers when no whole request is left."""
+    got, left = read(wire([[b"PING"]]) + tail, [], native=native)
+    assert got[:2] == [[b"PING"], [tail[:2]]] and left == 0
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD]),
-                          st.sampled_from([b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"ECHO 'x y'\n"])), max_size=6),
+                          st.sampled_from([b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"ECHO 'x y'\n", b":0\r\n",
+                                           b":7\r\n"])), max_size=6),
        st.lists(st.integers(0, 20000), max_size=4), st.sampled_from([1, 3, None]))
 def test_hiredis_and_python_read_the_same_commands_and_errors(parts, cuts, limit):
     """Any mix of good and bad requests, however cut and in steps of any
     size: the two readers give the same list, the same protocol error
-    texts, the same bytes left."""
+    texts, the same bytes left.  (``:0``, an inline command to Redis, is
+    an integer 0 to hiredis: equal to False, what its reader once
+    answered for "no whole request yet".)"""
     if resp.HIREDIS is None:
         pytest.skip("hiredis (the serve extra) is not installed")
     data = b"".join(parts)

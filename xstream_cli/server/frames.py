@@ -8,7 +8,7 @@ are the same with and without hiredis.
 Who imports it: xstream_cli.server.resp.
 """
 import re
-from itertools import chain
+from itertools import chain, islice
 
 try:
     import hiredis as HIREDIS  # the serve extra
@@ -16,6 +16,26 @@ except ImportError:
     HIREDIS = None
 
 FAST_WINDOW = 64 << 10          # bytes the fast path of one step looks at
+# what the readers' gets() answers when no whole request is left: a value
+# no request can be (False would equal a request's integer 0), so that
+# ``iter(gets, _MORE)`` takes the requests in a C-level loop
+_MORE = object()
+
+
+def _reader():
+    return HIREDIS.Reader(notEnoughData=_MORE)
+
+
+def _take(reader, limit):
+    """(requests, all): up to ``limit`` requests read by ``reader``, and
+    whether it stopped for want of bytes (not at the limit, not at a
+    protocol error: then None)."""
+    try:
+        got = list(islice(iter(reader.gets, _MORE), limit))
+    except Exception:        # hiredis.ProtocolError
+        return None, False
+    # at the limit, whether more follows is not known: not "all"
+    return got, len(got) < limit
 
 
 def native_whole(parser, limit):
@@ -33,22 +53,10 @@ def native_whole(parser, limit):
     suspect = b"!" in marks and _marked(marks, len(buf))
     r = parser._reader
     if r is None:
-        r = HIREDIS.Reader()
+        r = _reader()
     r.feed(buf)
-    got = []
-    app = got.append
-    gets = r.gets
-    x = None
-    try:
-        while limit:
-            x = gets()
-            if x is False:
-                break
-            app(x)
-            limit -= 1
-    except Exception:        # hiredis.ProtocolError
-        x = None
-    if x is not False or not got or not _whole(r) or not all(got):
+    got, done = _take(r, limit)
+    if not done or not got or not _whole(r) or not all(got):
         parser._reader = None
         return None
     parser._reader = r
@@ -102,23 +110,10 @@ def native_frames(parser, out, limit):
         parser._clean = stop
     r = parser._reader
     if r is None:
-        r = HIREDIS.Reader()
+        r = _reader()
     r.feed(buf, pos, stop - pos)
-    got = []
-    app = got.append
-    gets = r.gets
-    room = limit - len(out)
-    x = None
-    try:
-        while room:
-            x = gets()
-            if x is False:
-                break
-            app(x)
-            room -= 1
-    except Exception:        # hiredis.ProtocolError: the general loop says which
-        x = None
-    whole = x is False and _whole(r)
+    got, done = _take(r, max(0, limit - len(out)))    # a protocol error: the general loop says which
+    whole = done and _whole(r)
     parser._reader = r if whole else None
     if not got:
         return _refuse(parser, got)
@@ -212,7 +207,7 @@ _MARKS = bytes.maketrans(bytes(range(256)), bytes(
 
 
 def _whole(reader):
-    """Whether hiredis's ``reader``, which answered False, took every byte
+    """Whether hiredis's ``reader``, which answered _MORE, took every byte
     it was fed and is between two requests: then an empty array fed to
     it comes back alone (inside a request cut short it would be one of
     its elements, or the bytes of one)."""

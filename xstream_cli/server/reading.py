@@ -131,7 +131,7 @@ class Reading:
                 else:
                     instant = _instants({name}, cmds)
             else:
-                names = set(map(bytes.upper, map(_first, cmds)))
+                names = set(map(bytes.upper, set(map(_first, cmds))))   # (a pipeline's names repeat)
                 if names.isdisjoint(LOCAL):
                     instant = 0
                 elif names == _PING and max(map(len, cmds)) == 1:
