@@ -12,6 +12,9 @@ this file) is the least a Python server on the same event loop and
 request reader can do: read the requests with hiredis, answer +PONG.
 redis-server shows what the machine itself allows.
 
+Servers and redis-benchmark are pinned to CPUs of their own (``--pin``,
+bench_serve.py's, the default where the machine allows).
+
 The measurements are interleaved (xs, bare, redis, xs, bare, redis ...)
 so that a noisy machine weighs on all of them alike; ``--repeat N``
 runs each N times and the median is shown with the range.  ``--base
@@ -32,7 +35,21 @@ import subprocess
 import sys
 import tempfile
 
-from bench_serve import ROOT, bench, cpu_text, free_port, has_extra, median, server_cpu, stop_servers, wait_ready
+import bench_serve
+from bench_serve import (
+    ROOT,
+    add_pin_option,
+    bench,
+    cpu_text,
+    free_port,
+    has_extra,
+    median,
+    place,
+    redis_argv,
+    server_cpu,
+    stop_servers,
+    wait_ready,
+)
 
 
 def responder(port):
@@ -66,16 +83,16 @@ def responder(port):
 def start(name, port, tmp, base):
     """Start server ``name`` on ``port``; its Popen."""
     if name == "redis":
-        return subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return subprocess.Popen(redis_argv(port, tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if name == "bare":
-        return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--responder", str(port)],
+        return subprocess.Popen(bench_serve.SERVER_CPUS + [sys.executable, os.path.abspath(__file__), "--responder",
+                                                           str(port)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tree = base if name == "xs-base" else ROOT
     env = dict(os.environ, PYTHONPATH=tree)
     env.pop("XS_SERVE_PURE", None)
-    return subprocess.Popen([sys.executable, "-m", "xstream_cli", "--db", os.path.join(tmp, name), "serve",
+    return subprocess.Popen(bench_serve.SERVER_CPUS + [sys.executable, "-m", "xstream_cli", "--db",
+                                                       os.path.join(tmp, name), "serve",
                              "--port", str(port), "--loglevel", "warning", "--allow-no-password"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree, env=env)
 
@@ -89,6 +106,7 @@ def main():
     ap.add_argument("--servers", default="xs,bare,redis", help="comma separated, of xs, bare, redis")
     ap.add_argument("--base", default=None, help="also run xs serve from this tree (xs-base)")
     ap.add_argument("--responder", type=int, default=None, help=argparse.SUPPRESS)   # the bare responder's port
+    add_pin_option(ap)
     a = ap.parse_args()
     if a.responder is not None:
         responder(a.responder)
@@ -104,6 +122,7 @@ def main():
     for tool in ("redis-server", "redis-cli", "redis-benchmark"):
         if not shutil.which(tool):
             sys.exit("%s is not installed (apt-get install redis-server redis-tools)" % tool)
+    placed = place(a.pin)
     tmp = tempfile.mkdtemp(prefix="xs-bench-ping-")
     procs = {}
     try:
@@ -112,7 +131,8 @@ def main():
             procs[name] = (port, start(name, port, tmp, a.base))
         for name, (port, p) in procs.items():
             wait_ready(port, p, name)
-        print("redis-benchmark -t ping -n %d -c %d; median of %d interleaved runs (min-max)" % (a.n, a.c, a.repeat))
+        print("redis-benchmark -t ping -n %d -c %d; median of %d interleaved runs (min-max); %s"
+              % (a.n, a.c, a.repeat, placed))
         print("%3s  %-8s %10s %19s %7s  %s" % ("-P", "server", "r/s", "range", "/bare", "cpu us/req"))
         for depth in [int(x) for x in a.P.split(",")]:
             runs = {s: [] for s in servers}

@@ -32,6 +32,14 @@ and
               empty and every entry delivered exactly once, on every
               server (else the benchmark fails).
 
+``--pin`` (the default where the machine has two CPUs or more and
+``taskset`` is there): every server runs on the first CPU this process
+may use, redis-benchmark and the ackloop consumers on the others, as
+redis's own benchmarking notes advise.  Left to the scheduler, a
+server sharing a CPU with redis-benchmark (the same process on another
+run) halves its figure: on a 2-CPU machine each server's rate then
+jumps between two levels from run to run.  ``--no-pin``: no placement.
+
 Prints, per case and server, requests per second, the ratio to
 redis-server, the p50/p99 latency (ms) and the server's CPU per request
 (per entry for ackloop), user + system in us, from the server process's
@@ -53,6 +61,31 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XS = [sys.executable, "-m", "xstream_cli"]
+
+
+# taskset prefixes for servers and clients (``place``): [] without --pin
+SERVER_CPUS: list = []
+CLIENT_CPUS: list = []
+
+
+def place(pin):
+    """Put the servers on one CPU and the clients on the others (``pin``:
+    True, False or None for "where it can"); returns a line saying so."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if pin is False or len(cpus) < 2 or not shutil.which("taskset"):
+        if pin:
+            sys.exit("--pin needs taskset and two CPUs or more")
+        SERVER_CPUS[:], CLIENT_CPUS[:] = [], []
+        return "CPUs: not pinned"
+    rest = ",".join(map(str, cpus[1:]))
+    SERVER_CPUS[:] = ["taskset", "-c", str(cpus[0])]
+    CLIENT_CPUS[:] = ["taskset", "-c", rest]
+    return "CPUs: servers on %d, clients on %s" % (cpus[0], rest)
+
+
+def client_cpus():
+    """The clients' CPUs as a set (for os.sched_setaffinity), or None."""
+    return {int(c) for c in CLIENT_CPUS[2].split(",")} if CLIENT_CPUS else None
 
 
 def free_port():
@@ -91,8 +124,8 @@ def fill(port, n):
 
 def bench(port, n, c, pipeline, command):
     """redis-benchmark's CSV row: (rps, p50 ms, p99 ms)."""
-    p = subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(n), "-c", str(c), "-P", str(pipeline),
-                        "--csv"] + command, capture_output=True, text=True)
+    p = subprocess.run(CLIENT_CPUS + ["redis-benchmark", "-p", str(port), "-n", str(n), "-c", str(c),
+                                      "-P", str(pipeline), "--csv"] + command, capture_output=True, text=True)
     rows = [r for r in csv.reader(io.StringIO(p.stdout)) if r and r[0] != "test"]
     if p.returncode != 0 or not rows:
         sys.exit("redis-benchmark failed: %s %s" % (p.stdout[-500:], p.stderr[-500:]))
@@ -112,6 +145,8 @@ def _consumer(port, k, count, go, out):
     the group, ack them, until a read finds nothing new.  Puts (k, ids
     delivered, iteration latencies in s, time it finished) on ``out``."""
     import redis
+    if client_cpus():
+        os.sched_setaffinity(0, client_cpus())
     try:
         r = redis.Redis(port=port)
         r.ping()
@@ -179,20 +214,24 @@ def has_extra():
     return all(importlib.util.find_spec(m) is not None for m in ("hiredis", "uvloop"))
 
 
+def redis_argv(port, tmp):
+    """redis-server, durable before it replies (appendfsync always), on its CPU."""
+    return SERVER_CPUS + ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp]
+
+
 def start_servers(names, tmp, procs):
     """Start redis, xs, xs-pure into ``procs``, {name: (port, Popen)}."""
     for name in names:
         port = free_port()
         if name == "redis":
-            p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                  "--appendonly", "yes", "--appendfsync", "always", "--dir", tmp],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            p = subprocess.Popen(redis_argv(port, tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         else:
             env = dict(os.environ)
             env.pop("XS_SERVE_PURE", None)
             if name == "xs-pure":
                 env["XS_SERVE_PURE"] = "1"
-            p = subprocess.Popen(XS + ["--db", os.path.join(tmp, name), "serve", "--port", str(port),
+            p = subprocess.Popen(SERVER_CPUS + XS + ["--db", os.path.join(tmp, name), "serve", "--port", str(port),
                                        "--loglevel", "info", "--allow-no-password"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, cwd=ROOT, env=env)
         procs[name] = (port, p)
@@ -238,6 +277,11 @@ def median(rows):
     return rows[len(rows) // 2]
 
 
+def add_pin_option(ap):
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                    help="servers on one CPU, clients on the others (default: where the machine allows)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=100000, help="requests per run")
@@ -250,6 +294,7 @@ def main():
                     help="comma separated, of redis, xs (the serve extra), xs-pure (XS_SERVE_PURE=1); "
                          "default: all three, or redis,xs-pure without the serve extra")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (the median is shown)")
+    add_pin_option(ap)
     a = ap.parse_args()
     cases = a.cases.split(",")
     for name in cases:
@@ -270,6 +315,7 @@ def main():
     for tool in ("redis-server", "redis-cli", "redis-benchmark"):
         if not shutil.which(tool):
             sys.exit("%s is not installed (apt-get install redis-server redis-tools)" % tool)
+    placed = place(a.pin)
     tmp = tempfile.mkdtemp(prefix="xs-bench-serve-")
     procs = {}
     try:
@@ -279,6 +325,7 @@ def main():
             version = " " + cli(procs["redis"][0], "INFO", "server").split("redis_version:")[1].split()[0]
         print("redis-benchmark -n %d -c %d; redis-server%s with appendfsync always vs xs serve (fsync on commit)%s"
               % (a.n, a.c, version, "" if a.repeat == 1 else "; median of %d runs" % a.repeat))
+        print(placed)
         print("%-12s %3s  %-8s %10s %6s  %8s %8s  %s" % ("case", "-P", "server", "r/s", "/redis", "p50", "p99",
                                                          "cpu us/req"))
         for name in cases:
