@@ -27,15 +27,14 @@ def _reader():
 
 
 def _take(reader, limit):
-    """(requests, all): up to ``limit`` requests read by ``reader``, and
-    whether it stopped for want of bytes (not at the limit, not at a
-    protocol error: then None)."""
+    """(requests, done): up to ``limit`` requests read by ``reader`` (None
+    after a protocol error), and whether it stopped for want of bytes
+    (not at the limit, not at an error)."""
     try:
         got = list(islice(iter(reader.gets, _MORE), limit))
     except Exception:        # hiredis.ProtocolError
         return None, False
-    # at the limit, whether more follows is not known: not "all"
-    return got, len(got) < limit
+    return got, len(got) < limit        # at the limit, whether more follows is not known
 
 
 def native_whole(parser, limit):
