@@ -34,11 +34,11 @@ and
 
 ``--pin`` (the default where the machine has two CPUs or more and
 ``taskset`` is there): every server runs on the first CPU this process
-may use, redis-benchmark and the ackloop consumers on the others, as
-redis's own benchmarking notes advise.  Left to the scheduler, a
-server sharing a CPU with redis-benchmark (the same process on another
-run) halves its figure: on a 2-CPU machine each server's rate then
-jumps between two levels from run to run.  ``--no-pin``: no placement.
+may use, redis-benchmark and the ackloop consumers on the others.
+Left to the scheduler, a server that shares a CPU with redis-benchmark
+(on some runs and not others) halves its figure: on a 2-CPU machine
+each server's rate then jumps between two levels from run to run.
+``--no-pin``: no placement.
 
 Prints, per case and server, requests per second, the ratio to
 redis-server, the p50/p99 latency (ms) and the server's CPU per request
