@@ -195,11 +195,7 @@ class Pel:
 
     def discard(self, g, i):
         """Remove ``i`` if pending; True if it was."""
-        old = self.get(g, i)
-        if old is None:
-            return False
-        self.remove(g, i, old)
-        return True
+        return self.discard_many(g, (i,)) == 1
 
     def discard_many(self, g, ids):
         """``discard`` of each of ``ids`` in turn (XACK, XGROUP
