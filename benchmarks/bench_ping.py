@@ -35,9 +35,9 @@ import subprocess
 import sys
 import tempfile
 
-import bench_serve
-from bench_serve import (
+from bench_serve import (  # SERVER_CPUS: filled in place by place()
     ROOT,
+    SERVER_CPUS,
     add_pin_option,
     bench,
     cpu_text,
@@ -85,13 +85,13 @@ def start(name, port, tmp, base):
     if name == "redis":
         return subprocess.Popen(redis_argv(port, tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if name == "bare":
-        return subprocess.Popen(bench_serve.SERVER_CPUS + [sys.executable, os.path.abspath(__file__), "--responder",
+        return subprocess.Popen(SERVER_CPUS + [sys.executable, os.path.abspath(__file__), "--responder",
                                                            str(port)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tree = base if name == "xs-base" else ROOT
     env = dict(os.environ, PYTHONPATH=tree)
     env.pop("XS_SERVE_PURE", None)
-    return subprocess.Popen(bench_serve.SERVER_CPUS + [sys.executable, "-m", "xstream_cli", "--db",
+    return subprocess.Popen(SERVER_CPUS + [sys.executable, "-m", "xstream_cli", "--db",
                                                        os.path.join(tmp, name), "serve",
                              "--port", str(port), "--loglevel", "warning", "--allow-no-password"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree, env=env)
