@@ -101,6 +101,43 @@ def test_a_loose_bulk_length_is_a_protocol_error_as_in_redis(native):
         assert str(got[0]) == "Protocol error: invalid bulk length", h
 
 
+# Redis finds a line's end with strchr (networking.c): a multibulk header
+# ends at its first CR, the byte after it skipped whatever it is; a NUL
+# before the end hides it (the request waits, up to the 64 KB limit); a
+# header is whole before its first byte is checked.  Against redis-server:
+# tests/compat/test_wire_fuzz_vs_redis.py
+STRCHR = [
+    (b"*1\rX$4\r\nPING\r\n", [[b"PING"]]),
+    (b"*1\r\n$4\rXPING\r\n", [[b"PING"]]),
+    (b"*2\r\n$4\r\nECHO\r\n$1\r\rx\r\n", [[b"ECHO", b"x"]]),
+    (b"PING\x00\r\nPING\r\n", []),
+    (b"*1\x00\r\n$4\r\nPING\r\n", []),
+    (b"*1\r\n$4\x00\r\nPING\r\n", []),
+    (b"*2\r\n$4\r\nECHO\r\n+hi", []),
+    (b"*1\r\n\xff4\r\n", ["Protocol error: expected '$', got '\udcff'"]),     # written as the byte 0xff
+    (b"PING\x00" + b"x" * 70000 + b"\r\n", ["Protocol error: too big inline request"]),
+]
+
+
+@both
+@pytest.mark.parametrize("data,want", STRCHR, ids=range(len(STRCHR)))
+def test_a_line_ends_where_redis_strchr_finds_it(native, data, want):
+    for cuts in ([], list(range(0, len(data), 1 + len(data) // 200))):
+        got, _ = read(data, cuts, native=native)
+        assert [str(x) if isinstance(x, ProtocolError) else x for x in got] == want, cuts
+
+
+@both
+@pytest.mark.parametrize("data,text", [(b"*1\r\n$600000000\r\n", "Protocol error: invalid bulk length"),
+                                       (b"*2000000\r\n", "Protocol error: unauthenticated multibulk length")])
+def test_before_auth_redis_own_limit_is_checked_first(native, data, text):
+    p = RequestParser(native=native)
+    p.unauthed = True
+    p.feed(data)
+    got = p.commands()
+    assert len(got) == 1 and str(got[0]) == text
+
+
 @both
 def test_before_auth_a_request_is_held_to_redis_small_limits(native):
     """With a password set and no AUTH yet: at most 10 arguments of 16 KB,
@@ -256,7 +293,7 @@ def test_an_inline_command_that_hiredis_reads_as_an_integer_is_not_lost(native, 
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD]),
+@given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD + STRCHR[:-1]]),
                           st.sampled_from([b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"ECHO 'x y'\n", b":0\r\n",
                                            b":7\r\n"])), max_size=6),
        st.lists(st.integers(0, 20000), max_size=4), st.sampled_from([1, 3, None]))
@@ -318,7 +355,7 @@ def test_well_formed_requests_never_reach_the_general_loop(native, monkeypatch):
 # exactly one request in the form clients write
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD]),
+@given(st.lists(st.one_of(COMMANDS.map(wire), st.sampled_from([d for d, _ in BAD + STRCHR[:-1]]),
                           st.sampled_from([b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"*1\r\n$4\r\nPING\r\n",
                                            b"*2\r\n$4\r\nECHO\r\n$1\r\n>\r\n", b"*1\r\n$4\r\nPING\r"])),
                 max_size=6))

@@ -26,7 +26,8 @@ from xstream_cli.server.frames import FAST_WINDOW, HIREDIS, native_frames, nativ
 from xstream_cli.splitargs import SplitError, split_line
 
 MAX_BULK = 512 << 20            # proto-max-bulk-len
-MAX_MULTIBULK = 1024 * 1024     # Redis refuses a multibulk longer than this
+MAX_MULTIBULK = 1024 * 1024     # xs refuses a multibulk longer than this (Redis: INT_MAX)
+INT_MAX = (1 << 31) - 1
 MAX_INLINE = 64 << 10           # PROTO_INLINE_MAX_SIZE
 LONE_MAX = 16 << 10             # RequestParser.lone: the longest read it looks at
 UNAUTHED_MULTIBULK = 10         # before AUTH, as redis-server: at most 10 arguments ...
@@ -208,7 +209,11 @@ class RequestParser:
 
     def _one(self, out):
         """The general loop: one request (or the rest of one cut by a
-        read) from the buffer: False if it is incomplete."""
+        read) from the buffer: False if it is incomplete.  As Redis
+        reads (networking.c): a line's end is found with strchr (a NUL
+        before it hides it: the request waits, up to the 64 KB limit); a
+        multibulk header ends at its first CR, the byte after it skipped
+        whatever it is, and nothing of it is checked before then."""
         data, base = self._data()
         pos = self.pos - base
         end = len(data)
@@ -216,7 +221,7 @@ class RequestParser:
         argv = self._argv
         if argv is None:
             if data[pos] != 42:                # not '*': an inline command
-                nl = data.find(b"\n", pos)
+                nl = _strchr(data, 10, pos)
                 if nl < 0:
                     if end - pos > MAX_INLINE:
                         raise ProtocolError("Protocol error: too big inline request")
@@ -232,16 +237,20 @@ class RequestParser:
                 if words:
                     out.append(words)
                 return True
-            nl = data.find(b"\r\n", pos)
+            nl = _strchr(data, 13, pos)
             if nl < 0:
                 if end - pos > MAX_INLINE:
                     raise ProtocolError("Protocol error: too big mbulk count string")
                 return False
+            if nl + 2 > end:                   # the byte after the CR is not here yet
+                return False
             n = string2ll(data[pos + 1:nl])      # strict, as Redis: no "+1", " 1", "1_0", "01"
-            if n is None or n > MAX_MULTIBULK:
+            if n is None or n > INT_MAX:
                 raise ProtocolError("Protocol error: invalid multibulk length")
             if unauthed and n > UNAUTHED_MULTIBULK:
                 raise ProtocolError("Protocol error: unauthenticated multibulk length")
+            if n > MAX_MULTIBULK:                # xs's own limit (docs/serve.md): Redis waits for them
+                raise ProtocolError("Protocol error: invalid multibulk length")
             pos = nl + 2
             if n <= 0:
                 self.pos = base + pos
@@ -250,23 +259,25 @@ class RequestParser:
             self._left = n
         left = self._left
         app = argv.append
-        find = data.find
-        max_bulk = UNAUTHED_BULK if unauthed else self.max_bulk
+        max_bulk = self.max_bulk
         while left:
             if pos >= end:
                 break
-            if data[pos] != 36:                # '$'
-                raise ProtocolError("Protocol error: expected '$', got '%s'" % chr(data[pos]))
-            nl = find(b"\r\n", pos)
+            nl = _strchr(data, 13, pos)
             if nl < 0:
                 if end - pos > MAX_INLINE:
                     raise ProtocolError("Protocol error: too big bulk count string")
                 break
+            if nl + 2 > end:
+                break
+            if data[pos] != 36:                # '$'; the byte as it came (surrogateescape: over 127 too)
+                raise ProtocolError("Protocol error: expected '$', got '%s'"
+                                    % data[pos:pos + 1].decode("utf-8", "surrogateescape"))
             ln = string2ll(data[pos + 1:nl])
-            if ln is not None and unauthed and ln > max_bulk:
-                raise ProtocolError("Protocol error: unauthenticated bulk length")
             if ln is None or ln < 0 or ln > max_bulk:
                 raise ProtocolError("Protocol error: invalid bulk length")
+            if unauthed and ln > UNAUTHED_BULK:
+                raise ProtocolError("Protocol error: unauthenticated bulk length")
             stop = nl + 2 + ln
             if end < stop + 2:
                 self.need = stop + 2 - pos
@@ -281,6 +292,15 @@ class RequestParser:
         out.append(argv)
         self._argv = None
         return True
+
+
+def _strchr(data, byte, pos):
+    """Where C's ``strchr(data + pos, byte)`` finds ``byte`` (an int):
+    -1 when a NUL comes first, as when it is not there."""
+    at = data.find(byte, pos)
+    if at >= 0 and data.find(0, pos, at) >= 0:
+        return -1
+    return at
 
 
 _ARGC = {b"*%d" % k: k for k in range(1, 1025)}     # "*N" -> N, the counts the fast path takes
