@@ -494,7 +494,7 @@ def _run_jobs(tx, batch):
         t = clock()
         tx.tick()                        # each job its own clock reading (an EXEC one for all its commands)
         out.append(_job(b, tx, j))
-        usec = (clock() - t) // (1000 * len(j.items))
+        usec = (clock() - t) // (1000 * (len(j.items) or 1))     # an empty EXEC's job has none
         for it in j.items:
             it.usec = usec
     b.flush()

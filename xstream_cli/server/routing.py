@@ -68,7 +68,7 @@ class Routing:
                     if c._out_size():
                         c.writer.abort()         # it does not read: its replies are dropped
                     break
-                batch.append(Item(reply=RedisError(NOAUTH), name=_stat_name(argv), rejected=True))
+                batch.append(Item(reply=_refused(c, name, RedisError(NOAUTH)), name=_stat_name(argv), rejected=True))
                 continue
             if c.multi is not None and name not in NOT_QUEUED:
                 k = queue_adds(c.multi, cmds, i - 1)
@@ -86,7 +86,7 @@ class Routing:
             fn, arity, lname = local
             n = len(argv)
             if (arity >= 0 and n != arity) or (arity < 0 and n < -arity):
-                batch.append(Item(reply=errors.wrong_arity(lname), name=lname, rejected=True))
+                batch.append(Item(reply=_refused(c, name, errors.wrong_arity(lname)), name=lname, rejected=True))
                 continue
             if name in PROTO_CHANGERS:
                 # the replies before it go out in the protocol they were asked in,
@@ -208,6 +208,25 @@ class Routing:
 
 
 _QUEUED = encode(Status("QUEUED"))
+
+
+def _refused(c, name, err):
+    """The reply of a command refused before it runs (``err``: a wrong
+    arity, NOAUTH), as Redis's rejectCommand (server.c) answers it: inside
+    MULTI it makes EXEC abort (flagTransaction: ``MULTI x``, ``WATCH``,
+    ``DISCARD x`` too, which are never queued); refusing EXEC discards
+    the client's transaction and its WATCHes, and says so
+    (execCommandAbort, multi.c): EXECABORT, and the error after
+    "because of: ", without its ERR."""
+    if name != b"EXEC":
+        if c.multi is not None:
+            c.multi_error = True
+        return err
+    c.multi = None
+    c.multi_error = False
+    c.watched = None
+    text = str(err)
+    return RedisError("EXECABORT Transaction discarded because of: " + (text[4:] if text.startswith("ERR ") else text))
 
 
 def _stat_name(argv):
