@@ -489,15 +489,14 @@ class Txn:
         from storage.verbs.preview import counts
         return self._read(counts)
 
-    def change_counters(self, names: "Sequence[bytes]") -> "List[Optional[bytes]]":
-        """The change counters of streams (blocking's poll fallback)."""
-        return self._read(_change_counters, names)
+    def change_counters(self, names: "Sequence[bytes]", watch: bool = False) -> "List[Optional[bytes]]":
+        """The change counters of streams (blocking's poll fallback); ``watch``: what WATCH compares instead,
+        their records as stored (changed by entries, trims, deletion, expiry; not groups: signalModifiedKey)."""
+        return self._read(lambda p: (p.streams.stored if watch else p.streams.change_counters)(names))
 
     def dump(self, name: bytes, batched: bool = False) -> "Iterator[tuple]":
-        """Everything stream ``name`` holds, as storage.verbs.dump records
-        (consume within the transaction); ``batched``: entries come as
-        ("entries", [(id, record), ...]) records of up to 1000 (records:
-        storage.codec.encode_entry)."""
+        """Everything stream ``name`` holds, as storage.verbs.dump records (consume within the transaction);
+        ``batched``: entries come as ("entries", [(id, record), ...]) of up to 1000 (storage.codec.encode_entry)."""
         from storage.verbs.dump import stream_records
         return self._read(stream_records, name, batched)
 
@@ -581,10 +580,6 @@ def _stream_names(p):
 
 def _expires(p):
     return p.expiry.count()
-
-
-def _change_counters(p, names):
-    return p.streams.change_counters(names)
 
 
 def _store_error(e):

@@ -146,6 +146,11 @@ class StreamTable:
         get, db = self._kv.get, self._meta
         return [get(db, codec.change_counter_key(n)) for n in names]
 
+    def stored(self, names):
+        """The records of ``names`` as stored (None: no such stream)."""
+        get, db = self._kv.get, self._db
+        return [get(db, codec.name_key(n)) for n in names]
+
     # ----------------------------------------------------------------- flush
 
     def flush(self):

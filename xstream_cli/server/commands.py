@@ -541,9 +541,9 @@ def _watch(srv, c, argv):
     keys = argv[1:]
 
     def fn(tx):
-        counters = tx.change_counters(keys)
+        marks = tx.change_counters(keys, watch=True)
         w = dict(c.watched or {})
-        for k, v in zip(keys, counters):
+        for k, v in zip(keys, marks):
             w.setdefault(k, v)
         c.watched = w
         return OK

@@ -505,7 +505,7 @@ def _job(b, tx, job):
     replies = []
     if job.exec_ and job.watched:
         b.flush()
-        now = tx.change_counters(list(job.watched))
+        now = tx.change_counters(list(job.watched), watch=True)
         if list(job.watched.values()) != list(now):
             return None, None            # EXEC answers null
     items = job.items
