@@ -40,8 +40,7 @@ Not generated, on purpose:
   XGROUP CREATE with ENTRIESREAD (intended difference), an unbalanced
   STREAMS list of XREADGROUP (its error text is Redis 7.4's in xs:
   unbalanced_streams_error_text), HELLO's reply (server version, client
-  ID);
-* XPENDING in RESP2: a divergence not fixed here (XPENDING_RESP3).
+  ID).
 """
 import re
 import socket
@@ -134,7 +133,7 @@ class Servers:
                 for i, pair in enumerate(pairs):
                     out[i].append((said, unstamped(pair[who].call(*commands))))
             for i, p in enumerate(self.ports):
-                look = Conn(p, 3)            # RESP3: see XPENDING_RESP3 below
+                look = Conn(p, 3)
                 try:
                     out[i].append((b"state", unstamped(look.call(*STATE))))
                 finally:
@@ -248,13 +247,9 @@ CONTROL = st.one_of(
                      [b"MULTI", b"x"], [b"EXEC", b"x"], [b"WATCH"]]),
     st.builds(lambda ks: [b"WATCH"] + ks, st.lists(KEY, min_size=1, max_size=2)),
 )
-# XPENDING's summary of a group with nothing pending ends with a null
-# array in Redis (t_stream.c xpendingCommand, addReplyNullArray: ``*-1``
-# in RESP2) and with a null bulk string in xs (``$-1``; the same ``_`` in
-# RESP3).  Its reply is made by xstream_cli/commands/groups.py (xpending,
-# for the CLI too), not by the server: not fixed here, so the summary
-# is asked in RESP3 only (and the state is read in RESP3).
-XPENDING_RESP3 = st.builds(lambda k, g: [b"XPENDING", k, g], KEY, GROUP)
+# XPENDING's summary (of a group with nothing pending it ends with a
+# null array in Redis: ``*-1`` in RESP2)
+XPENDING = st.builds(lambda k, g: [b"XPENDING", k, g], KEY, GROUP)
 
 
 STAR_ADDS = st.lists(st.builds(lambda k, f: _xadd(k, [], b"*", f), KEY, FIELDS), min_size=2, max_size=6)
@@ -272,7 +267,7 @@ def _steps(proto, watching):
     commands (one, or a pipelined run of plain XADDs) and B's]
     EXEC / DISCARD / EXEC x / nothing; or a whole transaction pipelined;
     or a few commands outside any."""
-    stream = st.one_of(STREAM_COMMAND, XPENDING_RESP3) if proto == 3 else STREAM_COMMAND
+    stream = st.one_of(STREAM_COMMAND, XPENDING)
     a_one = st.one_of(stream, stream, stream, REFUSED, RUNTIME_ERROR, CONTROL)
     # B mostly writes (the keys A watches)
     b_one = st.one_of(stream, st.sampled_from([[b"XADD", b"s", b"*", b"f", b"v"], [b"DEL", b"s"],
@@ -377,3 +372,13 @@ def test_a_watched_stream_is_changed_by_its_entries_not_by_its_groups(servers, o
              (0, [b"XLEN", b"s"]), (0, [b"EXEC"])]
     got = assert_same(servers, one_by_one(setup + watch + again))
     assert got[6] == b"*1\r\n:1\r\n" and got[11] == b"*-1\r\n"
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_the_pending_summary_of_a_group_with_nothing_pending_ends_with_a_null_array(servers, proto):
+    """Redis answers it [0, nil, nil, null array] (addReplyNullArray):
+    ``*-1`` in RESP2, where xs sent a null bulk string."""
+    steps = [(0, [b"XADD", b"s", b"1-1", b"f", b"v"]), (0, [b"XGROUP", b"CREATE", b"s", b"g", b"$"]),
+             (0, [b"XPENDING", b"s", b"g"])]
+    got = assert_same(servers, one_by_one(steps), proto=proto)
+    assert got[2] == (b"*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n" if proto == 2 else b"*4\r\n:0\r\n_\r\n_\r\n_\r\n")

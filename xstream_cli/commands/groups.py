@@ -8,7 +8,7 @@ from storage.ids import MAX_ID, fmt, parse_id, parse_range_id
 from storage.options import AutoClaimOptions, ClaimOptions, GroupOptions, IdsOptions, NackOptions, PendingOptions
 from xstream_cli.commands.parsing import deferring, ll
 from xstream_cli.commands.streams import _ids, parse_ids_block
-from xstream_cli.output.reply import OK, Status, entry_rows
+from xstream_cli.output.reply import NULL_ARRAY, OK, Status, entry_rows
 
 XGROUP_HELP = [
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -214,7 +214,7 @@ def xpending(tx, key, group, opts):
     if opts is None:
         s = tx.pending_summary(key, group)
         if not s.count:
-            return [0, None, None, None]
+            return [0, None, None, NULL_ARRAY]          # Redis: the consumers, a null array
         return [s.count, fmt(s.first), fmt(s.last), [[name, b"%d" % k] for name, k in s.consumers]]
     return [[fmt(r.id), r.consumer, r.idle, r.deliveries] for r in tx.pending_range(key, group, opts)]
 

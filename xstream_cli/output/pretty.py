@@ -35,7 +35,7 @@ import sys
 from storage.errors import RedisError
 from xstream_cli.output.pretty_entries import _EntryFormat
 from xstream_cli.output.pretty_text import _Style, _use_colour, _width, cells, duration, id_time, plain, token, utc_ms
-from xstream_cli.output.reply import Map, Status, entry_reply
+from xstream_cli.output.reply import Map, NullArray, Status, entry_reply
 
 FIRST_CHUNK = 32          # entries formatted before the first flush (and column widths measured)
 CHUNK_BYTES = 1 << 16     # flush at least this often
@@ -348,7 +348,7 @@ def _is_entry_list(v):
 
 def _is_pending_summary(v):
     return len(v) == 4 and type(v[0]) is int and type(v[1]) in (bytes, type(None)) \
-        and type(v[2]) in (bytes, type(None)) and type(v[3]) in (list, type(None))
+        and type(v[2]) in (bytes, type(None)) and type(v[3]) in (list, NullArray)
 
 
 def _is_autoclaim(v):

@@ -13,7 +13,7 @@ C1 controls and bytes that are not UTF-8 are escaped, never written raw.
 import sys
 
 from storage.errors import RedisError
-from xstream_cli.output.reply import Map, Status, entry_rows
+from xstream_cli.output.reply import Map, NullArray, Status, entry_rows
 
 # storage.codec.Entries (the engine's entries of a range, rendered without
 # a list of rows) once storage.codec.entries is loaded, which a one-shot
@@ -74,7 +74,7 @@ def _raw(r, out, fast=True):
                 _raw(x, out, fast)
     elif t is int or t is bool:
         out.append(b"%d" % r)
-    elif r is None:
+    elif r is None or t is NullArray:
         out.append(b"")
     elif t is Status or t is str:
         out.append(r.encode("utf-8", "surrogateescape"))
@@ -169,7 +169,7 @@ def _noraw(r, prefix, out):
         out.append(quote(r) + b"\n")
     elif t is int or t is bool:
         out.append(b"(integer) %d\n" % r)
-    elif r is None:
+    elif r is None or t is NullArray:
         out.append(b"(nil)\n")
     elif t is Status:
         out.append(r.encode("utf-8", "surrogateescape") + b"\n")
@@ -220,6 +220,8 @@ def to_jsonable(r):
         return [to_jsonable(x) for x in r]
     if t is int or t is bool or r is None:
         return r
+    if t is NullArray:
+        return None
     if t is Status or t is str:
         return str(r)
     if t is Map:

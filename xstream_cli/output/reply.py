@@ -4,6 +4,8 @@
   Status(str)        simple string (OK, TYPE's answer, HELP lines)
   int                integer
   None               null
+  NULL_ARRAY         null (RESP2's null array, ``*-1``, where Redis
+                     sends one; shown as None is)
   list / tuple       array (a tuple (id, fields) is an entry)
   Map(pairs, flat)   map; in RESP2 views a flat key/value array when
                      ``flat`` (XINFO), else an array of [key, value]
@@ -38,6 +40,16 @@ class Map:
         return [[k, v] for k, v in self.pairs]
 
 
+class NullArray:
+    """An explicit null array (``*-1`` in RESP2, ``_`` in RESP3), e.g. an
+    EXEC whose WATCHed keys changed, or XPENDING's consumers when none."""
+    __slots__ = ()
+
+    def __bool__(self):
+        return False
+
+
+NULL_ARRAY = NullArray()
 OK = Status("OK")
 
 

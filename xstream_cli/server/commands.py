@@ -16,11 +16,11 @@ from storage import errors
 from storage.errors import NOPASS, WRONGPASS, RedisError
 from xstream_cli.commands import COMMANDS, SUBCOMMANDS
 from xstream_cli.commands.parsing import string2ll
-from xstream_cli.output.reply import OK, Map, Status
+from xstream_cli.output.reply import NULL_ARRAY, OK, Map, Status
 from xstream_cli.server.config import REDIS_VERSION
 from xstream_cli.server.engine import log
 from xstream_cli.server.jobs import Item, item_for
-from xstream_cli.server.resp import NULL_ARRAY, Raw, Verbatim, encode, encode_replies
+from xstream_cli.server.resp import Raw, Verbatim, encode, encode_replies
 from xstream_cli.server.stored_page import xs_page
 
 

@@ -21,7 +21,7 @@ Redis sends null arrays (``array_null``).
 from storage.codec import Entries
 from storage.errors import RedisError
 from xstream_cli.commands.parsing import string2ll
-from xstream_cli.output.reply import Map, Status
+from xstream_cli.output.reply import Map, NullArray, Status
 from xstream_cli.server.frames import FAST_WINDOW, HIREDIS, native_frames, native_whole
 from xstream_cli.splitargs import SplitError, split_line
 
@@ -48,15 +48,6 @@ class Verbatim(bytes):
 class Push(list):
     """A RESP3 push (``>``); an array in RESP2."""
     __slots__ = ()
-
-
-class NullArray:
-    """An explicit null array (``*-1`` in RESP2, ``_`` in RESP3), e.g. an
-    EXEC whose WATCHed keys changed."""
-    __slots__ = ()
-
-
-NULL_ARRAY = NullArray()
 
 
 # ------------------------------------------------------------------ requests
